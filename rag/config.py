@@ -1,0 +1,71 @@
+"""Settings: the one place that reads the environment."""
+
+from __future__ import annotations
+
+import os
+from functools import lru_cache
+from pathlib import Path
+
+from pydantic import AliasChoices, Field
+from pydantic_settings import BaseSettings, SettingsConfigDict
+
+
+class Settings(BaseSettings):
+    """Every knob of rag; each field is also an environment variable `RAG_<NAME>`."""
+
+    model_config = SettingsConfigDict(env_prefix="RAG_", extra="ignore")
+
+    # Storage
+    home: Path = Field(Path(".rag"), description="Data directory for the index and the model cache.")
+    index: str = Field("default", description="Name of the corpus index (separate corpora side by side).")
+    chroma_url: str | None = Field(
+        None, description="URL of a Chroma server (`chroma run`); unset: embedded store under home."
+    )
+    model_cache: Path = Field(
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rag",
+        description="Where the embedding model's one-time ONNX export is kept.",
+    )
+    seeds: Path = Field(Path("seeds"), description="What `rag ask`/`rag search` ingest into an empty index.")
+
+    # Chunking and embedding (both are part of the index fingerprint)
+    chunk_size: int = Field(200, description="Chunk size in model tokens for the sentence splitter.")
+    chunk_overlap: int = Field(30, description="Token overlap between neighbouring chunks.")
+    embed_batch: int = Field(32, description="Texts per embedding batch.")
+    embed_threads: int = Field(0, description="onnxruntime intra-op threads (0: all cores).")
+
+    # Retrieval
+    k: int = Field(8, description="Papers passed to the answerer by default.")
+    min_relevance: float = Field(
+        0.30, description="Best-chunk cosine a paper needs to count as relevant (abstention below)."
+    )
+
+    # Generation
+    llm: str = Field("auto", description="auto (Ollama, else offline), ollama, or none (offline).")
+    model: str = Field("llama3.2", description="Ollama model name.")
+    ollama_host: str = Field(
+        "http://127.0.0.1:11434",
+        validation_alias=AliasChoices("OLLAMA_HOST", "RAG_OLLAMA_HOST"),
+        description="Ollama server URL (OLLAMA_HOST, as for the ollama CLI).",
+    )
+    num_ctx: int = Field(8192, description="Context window requested from Ollama.")
+    llm_timeout: float = Field(120.0, description="Seconds to wait for Ollama before giving up.")
+
+    # Service
+    server_url: str | None = Field(
+        None, description="When set, `rag ask`/`rag search` call this running `rag serve`."
+    )
+    api_key: str | None = Field(None, description="Bearer token required by `rag serve` when set.")
+    cors_origins: str = Field("", description="Comma-separated origins allowed by CORS.")
+
+    @property
+    def index_dir(self) -> Path:
+        return self.home / "chroma"
+
+    @property
+    def model_dir(self) -> Path:
+        return self.home / "models"
+
+
+@lru_cache
+def get_settings() -> Settings:
+    return Settings()

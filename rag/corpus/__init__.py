@@ -1,0 +1,141 @@
+"""Read abstract dumps into Paper records: file checks, layout detection, merging."""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag.corpus.formats import LAYOUT_HELP, LAYOUTS, detect
+from rag.corpus.paper import Paper, norm_text, sha
+from rag.errors import InputError, ParseError
+
+__all__ = ["Paper", "FileResult", "read_file", "expand_paths", "merge_papers"]
+
+MAX_FILE_BYTES = int(os.environ.get("RAG_MAX_FILE_MB", "20")) * 1024 * 1024
+MAX_ABSTRACT_CHARS = 20_000
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".md", ""}
+
+
+@dataclass
+class FileResult:
+    path: Path
+    source: str  # as stored: relative to the working directory when inside it
+    layout: str
+    papers: list[Paper] = field(default_factory=list)
+    problems: list[ParseError] = field(default_factory=list)
+    digest: str = ""
+
+
+def display_path(path: Path) -> str:
+    try:
+        return path.resolve().relative_to(Path.cwd().resolve()).as_posix()
+    except ValueError:
+        return path.resolve().as_posix()
+
+
+def expand_paths(paths: list[Path]) -> list[Path]:
+    """Files named directly, and the dump files inside named directories, in a stable order."""
+    out: list[Path] = []
+    for p in paths:
+        if p.is_dir():
+            found = sorted(
+                f for f in p.rglob("*")
+                if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in SUFFIXES
+            )
+            if not found:
+                raise InputError(f"{p}: directory holds no abstract files", "point at .txt or .jsonl files")
+            out.extend(found)
+        elif p.exists():
+            out.append(p)
+        else:
+            raise InputError(f"{p}: no such file or directory", "check the path")
+    return out
+
+
+def _decode(data: bytes, source: str) -> str:
+    if not data.strip():
+        raise ParseError(source, None, "file is empty", "point at a file with abstracts in it")
+    if b"\x00" in data[:65536]:
+        raise ParseError(source, None, "file is binary, not text", LAYOUT_HELP)
+    try:
+        return data.decode("utf-8-sig")
+    except UnicodeDecodeError as exc:
+        line = data[: exc.start].count(b"\n") + 1
+        raise ParseError(
+            source, line, f"invalid UTF-8 byte 0x{data[exc.start]:02x} at byte {exc.start}",
+            f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`",
+        ) from None
+
+
+def read_file(path: Path) -> FileResult:
+    """Parse one file. Raises ParseError for a file that cannot be read at all."""
+    source = display_path(path)
+    try:
+        size = path.stat().st_size
+        if size > MAX_FILE_BYTES:
+            raise ParseError(
+                source, None, f"file is {size / 2**20:.0f} MB; the limit is {MAX_FILE_BYTES // 2**20} MB",
+                "split it into smaller files, or raise RAG_MAX_FILE_MB",
+            )
+        data = path.read_bytes()
+    except OSError as exc:
+        raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
+    text = _decode(data, source)
+    layout = detect(text)
+    if layout is None:
+        raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)
+    papers, problems = LAYOUTS[layout](text, source)
+    for i, paper in enumerate(papers, 1):
+        paper.source, paper.position = source, i
+        if len(paper.abstract) > MAX_ABSTRACT_CHARS:
+            problems.append(ParseError(
+                source, paper.line,
+                f"abstract is {len(paper.abstract):,} characters; at most {MAX_ABSTRACT_CHARS:,} expected",
+                "is this really one abstract? check the file's layout",
+            ))
+    papers = [p for p in papers if len(p.abstract) <= MAX_ABSTRACT_CHARS]
+    for paper in papers:
+        infer_metadata(paper)
+    if not papers and not problems:
+        problems.append(ParseError(source, None, "no abstracts found", LAYOUT_HELP))
+    return FileResult(path, source, layout, papers, sorted(problems, key=lambda e: e.line or 0),
+                      sha(text))
+
+
+_VENUE = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z\-]*)\s?'?(\d{4}|\d{2})\b")
+
+
+def infer_metadata(paper: Paper) -> None:
+    """Fill venue and year from what the record already says (journal ref, comments, id)."""
+    if not paper.venue:
+        for text in filter(None, [paper.journal_ref, *paper.comments]):
+            m = _VENUE.search(text)
+            if m and m.group(1) not in {"arXiv", "ACM", "IEEE"}:
+                paper.venue = m.group(1).upper()
+                yy = m.group(2)
+                if not paper.year:
+                    paper.year = int(yy) if len(yy) == 4 else 2000 + int(yy)
+                break
+    if not paper.year and paper.arxiv_id and re.match(r"\d{4}\.", paper.arxiv_id):
+        paper.year = 2000 + int(paper.arxiv_id[:2])
+
+
+def merge_papers(papers: list[Paper]) -> list[Paper]:
+    """One record per paper: the same arXiv id or the same abstract merges into the first."""
+    by_key: dict[str, Paper] = {}
+    out: list[Paper] = []
+    for p in papers:
+        keys = [f"id:{p.paper_id}", f"abs:{sha(norm_text(p.abstract))}"]
+        if p.arxiv_id:
+            keys.append(f"arxiv:{p.arxiv_id}")
+        first = next((by_key[k] for k in keys if k in by_key), None)
+        if first is None:
+            out.append(p)
+            first = p
+        else:
+            first.merge(p)
+        for k in keys:
+            by_key.setdefault(k, first)
+    return out

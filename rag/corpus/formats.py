@@ -1,0 +1,328 @@
+"""One parser per abstract-dump layout, and detection of the layout from the content.
+
+Each parser takes the decoded text and returns (papers, problems): a record that cannot be
+read becomes a ParseError in `problems`, so the caller can report good and bad counts.
+These layouts are hand-parsed because no library reads them: they are scraped listings.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+from collections.abc import Callable
+from typing import Any
+
+from rag.corpus.paper import Paper, make_paper_id
+from rag.corpus.text import clean_latex, make_label
+from rag.errors import ParseError
+
+Parsed = tuple[list[Paper], list[ParseError]]
+
+# arXiv ids: new style YYMM.NNNNN (5 digits from 1501 on, 4 before) or old style cs/0112017.
+_NEW_ID = re.compile(r"(\d{2})(\d{2})\.(\d{4,5})(v\d+)?")
+_OLD_ID = re.compile(r"([a-z\-]+(?:\.[A-Z]{2})?/\d{7})(v\d+)?")
+_ARXIV_LINE = re.compile(r"^arXiv:(\S.*)$")
+_CONF_ENTRY = re.compile(r"^#(\d+)\s+(.+?)\s*$")
+_CONF_TAGS = re.compile(r"(?:\s*\[[^\]]*\])+\s*$")
+_AUTHORS = re.compile(r"^Authors?:\s*(.*)$")
+_CREATED = re.compile(r"^Created:\s*(\d{4})-(\d{2})-(\d{2})\s*$")
+_VENUE_HEADER = re.compile(r"^([A-Za-z][A-Za-z\-]*)[.\s](\d{4})$")
+
+
+def split_arxiv_id(rest: str) -> tuple[str, str] | None:
+    """Split `2403.07648Bridging...` into ('2403.07648', 'Bridging...'); None if no id."""
+    m = _NEW_ID.match(rest)
+    if m:
+        yymm = int(m.group(1) + m.group(2))
+        digits = 5 if yymm >= 1501 else 4
+        if len(m.group(3)) < digits or not 1 <= int(m.group(2)) <= 12:
+            return None
+        ident = f"{m.group(1)}{m.group(2)}.{m.group(3)[:digits]}"
+        end = m.start(3) + digits
+        version = re.match(r"v\d+", rest[end:])
+        if version:
+            end += version.end()
+        return ident, rest[end:]
+    m = _OLD_ID.match(rest)
+    if m:
+        return m.group(1), rest[m.end() :]
+    return None
+
+
+def _paper(
+    abstract: str, *, title: str | None = None, arxiv_id: str | None = None, line: int, **kw: Any
+) -> Paper:
+    abstract = clean_latex(" ".join(abstract.split()))
+    title = clean_latex(" ".join(title.split())) if title else None
+    return Paper(
+        paper_id=make_paper_id(arxiv_id, title, abstract),
+        abstract=abstract,
+        title=title,
+        label=make_label(title, abstract),
+        arxiv_id=arxiv_id,
+        line=line,
+        **kw,
+    )
+
+
+def parse_abstract_lines(text: str, path: str) -> Parsed:
+    """Layout 1: one `Abstract:` line per paper; other non-blank lines continue it."""
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        if not line:
+            continue
+        if line.startswith("Abstract:"):
+            body = line[len("Abstract:") :].strip()
+            papers.append(_paper(body, line=no))
+            if not body:
+                problems.append(ParseError(path, no, "`Abstract:` line with no text"))
+        elif papers:
+            papers[-1].abstract += " " + clean_latex(line)
+        else:
+            problems.append(ParseError(path, no, "text before the first `Abstract:` line"))
+    return [p for p in papers if p.abstract], problems
+
+
+def parse_conference(text: str, path: str) -> Parsed:
+    """Layout 2: header (`MLSYS.2023`), then `#N Title [PDF]...`, `Authors: ...`, abstract."""
+    venue = year = None
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    entry: dict[str, Any] | None = None
+
+    def close() -> None:
+        if entry is None:
+            return
+        abstract = " ".join(entry["body"])
+        if not abstract:
+            problems.append(
+                ParseError(path, entry["line"], f"entry #{entry['n']} has a title but no abstract")
+            )
+            return
+        papers.append(
+            _paper(
+                abstract, title=entry["title"], authors=entry["authors"], venue=venue, year=year,
+                line=entry["line"],
+            )
+        )
+
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        m = _CONF_ENTRY.match(line)
+        if m:
+            close()
+            title = _CONF_TAGS.sub("", m.group(2)).strip()
+            entry = {"n": int(m.group(1)), "title": title, "authors": [], "body": [], "line": no}
+            continue
+        if entry is None:
+            header = _VENUE_HEADER.match(line)
+            if header:
+                venue, year = header.group(1).upper(), int(header.group(2))
+            continue
+        authors = _AUTHORS.match(line)
+        if authors and not entry["authors"] and not entry["body"]:
+            entry["authors"] = [a.strip() for a in authors.group(1).split(",") if a.strip()]
+        elif line:
+            entry["body"].append(line)
+    close()
+    for p in papers:
+        p.position = 0  # set by the loader, in file order
+    return papers, problems
+
+
+def parse_arxiv_listing(text: str, path: str) -> Parsed:
+    """Layout 3: abstract, optional comment lines, then `arXiv:ID[ - JOURNAL-REF]`.
+
+    The next abstract may be glued to the id on the same line. An `arXiv:` mention inside a
+    comment line is not an id: only a line that *starts* with `arXiv:` closes a paper.
+    """
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    block: list[str] = []
+    start = 1
+    for no, raw in enumerate(text.splitlines(), 1):
+        line = raw.strip()
+        m = _ARXIV_LINE.match(line)
+        if not m:
+            if line:
+                if not block:
+                    start = no
+                block.append(line)
+            continue
+        split = split_arxiv_id(m.group(1))
+        if split is None:
+            problems.append(
+                ParseError(path, no, f"`{line[:40]}` is not an arXiv id (expected arXiv:YYMM.NNNNN)")
+            )
+            block = []
+            continue
+        ident, rest = split
+        journal_ref = None
+        if rest.startswith((" - ", " -", "-")) or rest.strip() == "":
+            journal_ref = rest.strip().lstrip("-").strip() or None
+            rest = ""
+        if not block:
+            problems.append(ParseError(path, no, f"arXiv:{ident} follows no abstract"))
+        else:
+            papers.append(
+                _paper(block[0], arxiv_id=ident, journal_ref=journal_ref, comments=block[1:],
+                       line=start)
+            )
+        block = [rest.strip()] if rest.strip() else []
+        start = no
+    if block:
+        problems.append(
+            ParseError(path, start, "abstract at the end of the file has no `arXiv:ID` line after it")
+        )
+    return papers, problems
+
+
+def parse_arxiv_export(text: str, path: str) -> Parsed:
+    """Layout 4: blocks of abstract / comments / `arXiv:ID - doi: ...` + `Created: DATE`."""
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    blocks: list[tuple[int, list[str]]] = []
+    current: list[str] = []
+    start = 1
+    for no, raw in enumerate(text.splitlines() + [""], 1):
+        line = raw.strip()
+        if line:
+            if not current:
+                start = no
+            current.append(line)
+        elif current:
+            blocks.append((start, current))
+            current = []
+    pending: list[tuple[int, list[str]]] = []
+    for start, lines in blocks:
+        m = _ARXIV_LINE.match(lines[0])
+        if not m:
+            pending.append((start, lines))
+            continue
+        split = split_arxiv_id(m.group(1))
+        if split is None or not pending:
+            why = "is not an arXiv id" if split is None else "follows no abstract"
+            problems.append(ParseError(path, start, f"`{lines[0][:40]}` {why}"))
+            pending = []
+            continue
+        ident, rest = split
+        rest = rest.strip().lstrip("-").strip()
+        doi = journal_ref = None
+        if rest.lower().startswith("doi:"):
+            doi = rest[4:].strip()
+        elif rest:
+            journal_ref = rest
+        date = year = None
+        for extra in lines[1:]:
+            created = _CREATED.match(extra)
+            if created:
+                date, year = "-".join(created.groups()), int(created.group(1))
+        (abs_start, abs_lines), comments = pending[0], pending[1:]
+        papers.append(
+            _paper(" ".join(abs_lines), arxiv_id=ident, doi=doi, journal_ref=journal_ref,
+                   date=date, year=year, comments=[" ".join(c) for _, c in comments],
+                   line=abs_start)
+        )
+        pending = []
+    for start, _ in pending:
+        problems.append(ParseError(path, start, "block is followed by no `arXiv:ID` line"))
+    return papers, problems
+
+
+_JSON_FIELDS: dict[str, tuple[type, ...]] = {
+    "abstract": (str,), "text": (str,), "title": (str, type(None)), "id": (str, int),
+    "_id": (str, int), "year": (int, str, type(None)), "venue": (str, type(None)),
+    "authors": (list, str, type(None)), "arxiv_id": (str, type(None)), "doi": (str, type(None)),
+    "date": (str, type(None)), "journal_ref": (str, type(None)),
+}
+
+
+def _json_record(obj: Any, path: str, no: int) -> Paper:
+    if not isinstance(obj, dict):
+        raise ParseError(path, no, f"expected a JSON object, got {type(obj).__name__}")
+    for key, types in _JSON_FIELDS.items():
+        if key in obj and not isinstance(obj[key], types):
+            names = " or ".join(t.__name__ for t in types)
+            raise ParseError(path, no, f"field `{key}` should be {names}, got {type(obj[key]).__name__}")
+    abstract = obj.get("abstract") or obj.get("text")
+    if not abstract or not abstract.strip():
+        raise ParseError(path, no, "record has no `abstract` (or BEIR `text`) field",
+                         'each line needs at least {"abstract": "..."}')
+    authors = obj.get("authors") or []
+    if isinstance(authors, str):
+        authors = [a.strip() for a in authors.split(",") if a.strip()]
+    if not all(isinstance(a, str) for a in authors):
+        raise ParseError(path, no, "field `authors` should be a list of strings")
+    year = obj.get("year")
+    if isinstance(year, str):
+        if not year.strip().isdigit():
+            raise ParseError(path, no, f"field `year` should be a number, got {year!r}")
+        year = int(year)
+    arxiv = obj.get("arxiv_id")
+    if arxiv:
+        split = split_arxiv_id(arxiv.removeprefix("arXiv:"))
+        if split is None or split[1]:
+            raise ParseError(path, no, f"field `arxiv_id` {arxiv!r} is not an arXiv id")
+        arxiv = split[0]
+    paper = _paper(abstract, title=obj.get("title") or None, arxiv_id=arxiv, authors=authors,
+                   venue=obj.get("venue"), year=year, doi=obj.get("doi"), date=obj.get("date"),
+                   journal_ref=obj.get("journal_ref"), line=no)
+    given = obj.get("id", obj.get("_id"))
+    if given is not None and str(given).strip():
+        paper.paper_id = str(given).strip()
+    return paper
+
+
+def parse_jsonl(text: str, path: str) -> Parsed:
+    """JSON Lines: one object per paper (`abstract`, or the BEIR layout `_id`/`title`/`text`)."""
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    for no, line in enumerate(text.splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            obj = json.loads(line)
+        except json.JSONDecodeError as exc:
+            problems.append(ParseError(path, no, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            continue
+        try:
+            papers.append(_json_record(obj, path, no))
+        except ParseError as exc:
+            problems.append(exc)
+    return papers, problems
+
+
+Parser = Callable[[str, str], Parsed]
+LAYOUTS: dict[str, Parser] = {
+    "jsonl": parse_jsonl,
+    "abstract-lines": parse_abstract_lines,
+    "conference-listing": parse_conference,
+    "arxiv-export": parse_arxiv_export,
+    "arxiv-listing": parse_arxiv_listing,
+}
+LAYOUT_HELP = (
+    "known layouts: `Abstract:` lines; a conference listing (`#1 Title`, `Authors:`, abstract); "
+    "an arXiv listing (abstract then `arXiv:ID`); arXiv export blocks (`arXiv:ID`, `Created:`); "
+    "JSON Lines with an `abstract` field"
+)
+
+
+def detect(text: str) -> str | None:
+    """Name of the layout the content is in (never judged from the file name)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    if lines[0].startswith("{"):
+        return "jsonl"
+    if lines[0].startswith("Abstract:"):
+        return "abstract-lines"
+    if any(_CONF_ENTRY.match(ln) for ln in lines) and any(_AUTHORS.match(ln) for ln in lines):
+        return "conference-listing"
+    ids = [ln for ln in lines if _ARXIV_LINE.match(ln)]
+    if ids and any(_CREATED.match(ln) for ln in lines):
+        return "arxiv-export"
+    if ids:
+        return "arxiv-listing"
+    return None

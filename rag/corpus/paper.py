@@ -1,0 +1,75 @@
+"""The Paper record: one per paper, whatever file layout it came from."""
+
+from __future__ import annotations
+
+import hashlib
+import re
+from dataclasses import asdict, dataclass, field, fields
+from typing import Any
+
+
+@dataclass
+class Paper:
+    paper_id: str
+    abstract: str
+    title: str | None = None
+    label: str = ""
+    authors: list[str] = field(default_factory=list)
+    arxiv_id: str | None = None
+    doi: str | None = None
+    journal_ref: str | None = None
+    venue: str | None = None
+    year: int | None = None
+    date: str | None = None
+    comments: list[str] = field(default_factory=list)
+    source: str = ""
+    position: int = 0
+    line: int = 0  # line of the file where the paper starts (for error messages)
+
+    def to_dict(self) -> dict[str, Any]:
+        d = asdict(self)
+        d.pop("line")
+        return d
+
+    @classmethod
+    def from_dict(cls, d: dict[str, Any]) -> Paper:
+        names = {f.name for f in fields(cls)}
+        return cls(**{k: v for k, v in d.items() if k in names})
+
+    def content_hash(self) -> str:
+        """Changes whenever anything stored for the paper changes."""
+        return sha(repr(sorted(self.to_dict().items())))[:16]
+
+    def merge(self, other: Paper) -> None:
+        """Fill this record's empty fields from another record of the same paper."""
+        for f in fields(self):
+            if f.name in ("paper_id", "source", "position", "line"):
+                continue
+            mine, theirs = getattr(self, f.name), getattr(other, f.name)
+            if not mine and theirs:
+                setattr(self, f.name, theirs)
+        if other.title and self.label != self.title:
+            self.label = self.title or self.label
+
+
+def sha(text: str) -> str:
+    return hashlib.sha1(text.encode("utf-8")).hexdigest()
+
+
+def norm_text(text: str) -> str:
+    """Normalised form used to recognise the same abstract in two files."""
+    return re.sub(r"\W+", " ", text.lower()).strip()
+
+
+def slug(text: str, words: int = 6) -> str:
+    parts = re.findall(r"[a-z0-9]+", text.lower())[:words]
+    return "-".join(parts) or "paper"
+
+
+def make_paper_id(arxiv_id: str | None, title: str | None, abstract: str) -> str:
+    """Stable across re-ingests and machines: arXiv id, else title, else abstract content."""
+    if arxiv_id:
+        return arxiv_id
+    if title:
+        return f"{slug(title)}-{sha(norm_text(title))[:6]}"
+    return f"{slug(abstract, 4)}-{sha(norm_text(abstract))[:8]}"

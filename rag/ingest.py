@@ -1,0 +1,177 @@
+"""Incremental ingest: files -> Paper records -> chunks -> embeddings -> the store.
+
+Everything is parsed before anything is written, so a bad file leaves the index as it was.
+Papers whose stored content hash matches are skipped (no embedding work); a changed paper's
+chunks are replaced; a re-ingested file's vanished papers are removed.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import fcntl
+import sys
+import time
+from collections import defaultdict
+from collections.abc import Iterator
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from rag.config import Settings
+from rag.corpus import FileResult, Paper, expand_paths, merge_papers, read_file
+from rag.embed import get_embedder
+from rag.errors import IndexStoreError, InputError, ParseError
+from rag.store import Chunk, Store
+
+
+@dataclass
+class IngestReport:
+    files: int = 0
+    papers: int = 0
+    new: int = 0
+    changed: int = 0
+    unchanged: int = 0
+    removed: int = 0
+    chunks: int = 0
+    skipped: list[str] = field(default_factory=list)
+    seconds: float = 0.0
+
+    def summary(self) -> str:
+        text = (
+            f"{self.files} file(s), {self.papers} papers: {self.new} new, {self.changed} changed, "
+            f"{self.unchanged} unchanged, {self.removed} removed; {self.chunks} chunks embedded "
+            f"in {self.seconds:.1f} s"
+        )
+        if self.skipped:
+            text += f"; skipped {len(self.skipped)} bad record(s)/file(s)"
+        return text
+
+
+@contextlib.contextmanager
+def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
+    """One writer at a time per data directory; a second ingest waits, saying so."""
+    settings.home.mkdir(parents=True, exist_ok=True)
+    with open(settings.home / "ingest.lock", "w") as fh:
+        try:
+            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            if not wait:
+                raise IndexStoreError(
+                    f"another ingest is writing to {settings.home}", "wait for it to finish"
+                ) from None
+            print(f"waiting for another ingest into {settings.home} to finish…", file=sys.stderr)
+            fcntl.flock(fh, fcntl.LOCK_EX)
+        yield
+
+
+def read_all(paths: list[Path], skip_bad: bool) -> tuple[list[FileResult], list[str]]:
+    """Parse every file first; bad input stops everything unless skip_bad."""
+    results: list[FileResult] = []
+    skipped: list[str] = []
+    for path in expand_paths(paths):
+        try:
+            result = read_file(path)
+        except ParseError as exc:
+            if not skip_bad:
+                raise
+            skipped.append(str(exc))
+            continue
+        if result.problems:
+            if not skip_bad:
+                first = result.problems[0]
+                raise ParseError(
+                    result.source, first.line,
+                    f"{len(result.papers)} good and {len(result.problems)} bad record(s); first: "
+                    + first.message.split(": ", 1)[-1],
+                    "fix the file, or pass --skip-bad to ingest the good records only",
+                )
+            skipped.extend(str(p) for p in result.problems)
+        results.append(result)
+    return results, skipped
+
+
+def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
+    texts = splitter.split_text(paper.abstract)  # type: ignore[attr-defined]
+    return [Chunk(f"{paper.paper_id}#{i}", paper.paper_id, t, i) for i, t in enumerate(texts)]
+
+
+def embed_text(paper: Paper, chunk: Chunk) -> str:
+    """What is embedded for a chunk: the title gives every chunk its paper's topic."""
+    return f"{paper.title}. {chunk.text}" if paper.title else chunk.text
+
+
+def _splitter(settings: Settings) -> object:
+    from llama_index.core.node_parser import SentenceSplitter
+
+    embedder = get_embedder(settings.model_cache, settings.embed_threads)
+    tok = embedder.tokenizer
+
+    def count_tokens(text: str) -> list[int]:
+        return tok.encode(text, add_special_tokens=False).ids  # type: ignore[no-any-return]
+
+    # Sized in the embedding model's own tokens, so a chunk is never truncated by it.
+    return SentenceSplitter(
+        chunk_size=settings.chunk_size, chunk_overlap=settings.chunk_overlap, tokenizer=count_tokens
+    )
+
+
+def ingest(
+    paths: list[Path], settings: Settings, *, prune: bool = False, skip_bad: bool = False,
+    show_progress: bool = True, store: Store | None = None,
+) -> IngestReport:
+    started = time.perf_counter()
+    results, skipped = read_all(paths, skip_bad)
+    report = IngestReport(files=len(results), skipped=skipped)
+    papers = merge_papers([p for r in results for p in r.papers])
+    report.papers = len(papers)
+    if not papers and not prune:
+        raise InputError("no papers to ingest", "point at files with abstracts in them")
+
+    with ingest_lock(settings):
+        store = store or Store(settings)
+        states = store.paper_states()
+        todo: dict[str, list[Paper]] = defaultdict(list)
+        for paper in papers:
+            state = states.get(paper.paper_id)
+            if state is None:
+                report.new += 1
+            elif state[0] == paper.content_hash() and state[1] == state[2]:
+                report.unchanged += 1
+                continue
+            else:
+                report.changed += 1
+            todo[paper.source].append(paper)
+
+        present = {p.paper_id for p in papers}
+        read_sources = {r.source for r in results}
+        gone: set[str] = set()
+        for pid, (_, _, _, source) in states.items():
+            if pid in present:
+                continue
+            if source in read_sources or (prune and not Path(source).exists()):
+                gone.add(pid)
+        report.removed = len(gone)
+
+        if todo:
+            splitter = _splitter(settings)
+            embedder = get_embedder(settings.model_cache, settings.embed_threads)
+            planned = {src: [(p, make_chunks(p, splitter)) for p in ps] for src, ps in todo.items()}
+            total = sum(len(c) for ps in planned.values() for _, c in ps)
+            from tqdm import tqdm
+
+            with tqdm(total=total, unit="chunk", desc="embedding", file=sys.stderr,
+                      disable=not show_progress, dynamic_ncols=True) as bar:
+                for src, items in planned.items():
+                    texts = [embed_text(p, c) for p, cs in items for c in cs]
+                    vectors = embedder.embed(texts, settings.embed_batch, bar.update)
+                    rows, at = [], 0
+                    for paper, chunks in items:
+                        rows.append((paper, chunks, vectors[at : at + len(chunks)]))
+                        at += len(chunks)
+                    # One write per file: its chunks land together.
+                    store.write(rows, delete_papers=[g for g in gone if states[g][3] == src])
+                    gone -= {g for g in gone if states[g][3] == src}
+                    report.chunks += len(texts)
+        if gone:
+            store.write([], delete_papers=gone)
+    report.seconds = time.perf_counter() - started
+    return report

@@ -1,0 +1,703 @@
+"""A scripted stand-in for the Ollama HTTP API, for tests.
+
+The production code talks to Ollama through the official ``ollama`` client
+over real HTTP.  Rather than mocking that client, tests point it at an
+:class:`OllamaTestServer`: a real ``http.server`` on 127.0.0.1 that speaks the
+parts of the Ollama protocol the project uses (``/api/tags``, ``/api/show``,
+``/api/chat``, ``/api/generate``, ``/api/version``) and answers chat/generate
+requests according to a scripted *behaviour* (see :data:`BEHAVIOURS`) or with
+recorded replies (:attr:`OllamaTestServer.replies`).
+
+Typical use::
+
+    with OllamaTestServer(behaviour="cited") as server:
+        client = ollama.Client(host=server.url, timeout=5)
+        ...
+        server.requests[-1]["body"]["messages"]   # exactly what was sent
+
+Standard library only.  Import it as ``tests.ollama_server`` or load it by
+path; run it directly for a manual server (``python tests/ollama_server.py
+--help``).
+"""
+
+from __future__ import annotations
+
+import argparse
+import contextlib
+import hashlib
+import json
+import re
+import socket
+import socketserver
+import sys
+import threading
+import time
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from typing import Any
+from urllib.parse import urlsplit
+
+__all__ = [
+    "BEHAVIOURS",
+    "NO_ANSWER",
+    "UNCITED_CLAIM",
+    "OllamaTestServer",
+    "free_port_with_nothing_listening",
+    "parse_sources",
+    "scripted_reply",
+    "split_chunks",
+]
+
+#: Accepted values of :attr:`OllamaTestServer.behaviour`.
+BEHAVIOURS = ("cited", "wrong_citation", "wrong_number", "uncited", "cut", "stall", "error500")
+
+#: The "cited" reply when the prompt holds no ``<source>`` blocks.
+NO_ANSWER = "The provided abstracts do not answer this question."
+#: The sentence the "uncited" behaviour appends.
+UNCITED_CLAIM = "It also reduces energy use by half."
+#: What "wrong_number" appends when the answer holds no digit to corrupt.
+INVENTED_NUMBER_CLAIM = "It is 97% faster [1]."
+#: Error text of a crashed runner, as real Ollama reports it.
+RUNNER_ERROR = "llama runner process has terminated"
+
+_WORDS_PER_CHUNK = 3
+_MODIFIED_AT = "2025-01-15T10:20:30.123456Z"
+_DETAILS = {
+    "parent_model": "",
+    "format": "gguf",
+    "family": "llama",
+    "families": ["llama"],
+    "parameter_size": "3.2B",
+    "quantization_level": "Q4_K_M",
+}
+
+
+# ---------------------------------------------------------------------------
+# Scripted replies (pure functions, usable by tests to compute expectations)
+# ---------------------------------------------------------------------------
+
+_SOURCE_RE = re.compile(r'<source n="(\d+)">(.*?)</source>', re.S)
+_ABSTRACT_RE = re.compile(r"^abstract:[ \t]*(.*)", re.S | re.M)
+# A sentence ends at . ! or ? followed by whitespace and something that can
+# start a sentence.  Requiring that next character keeps "3.76" and "e.g. the"
+# in one piece.
+_SENTENCE_BREAK_RE = re.compile(r"(?<=[.!?])\s+(?=[A-Z0-9\"'(\[])")
+_NUMBER_RE = re.compile(r"\d+(?:\.\d+)?")
+
+
+def parse_sources(prompt: str) -> list[tuple[int, str]]:
+    """Return ``(n, abstract)`` for each ``<source n="...">`` block in *prompt*.
+
+    The abstract is the text between the ``abstract:`` line and the closing
+    tag, stripped.  Blocks without an ``abstract:`` line get ``""``.
+    """
+    sources = []
+    for match in _SOURCE_RE.finditer(prompt):
+        abstract = _ABSTRACT_RE.search(match.group(2))
+        sources.append((int(match.group(1)), abstract.group(1).strip() if abstract else ""))
+    return sources
+
+
+def _sentences(text: str) -> list[str]:
+    return [s for s in _SENTENCE_BREAK_RE.split(text.strip()) if s]
+
+
+def _has_capitalised_name(sentence: str) -> bool:
+    # The sentence's first word is capitalised anyway, so it does not count.
+    return any(
+        word.lstrip("(\"'[").startswith(tuple("ABCDEFGHIJKLMNOPQRSTUVWXYZ"))
+        for word in sentence.split()[1:]
+    )
+
+
+def _pick_sentence(abstract: str) -> str:
+    """The abstract's first sentence with a number or a name, else its first."""
+    sentences = _sentences(abstract)
+    for sentence in sentences:
+        if re.search(r"\d", sentence) or _has_capitalised_name(sentence):
+            return sentence
+    return sentences[0]
+
+
+def _strip_final_period(sentence: str) -> str:
+    sentence = sentence.rstrip()
+    return sentence[:-1] if sentence.endswith(".") else sentence
+
+
+def _claims(prompt: str) -> list[tuple[int, str, str]]:
+    """``(n, abstract, sentence-without-final-period)`` for the first 2 usable sources."""
+    claims = []
+    for n, abstract in parse_sources(prompt):
+        if abstract:
+            claims.append((n, abstract, _strip_final_period(_pick_sentence(abstract))))
+        if len(claims) == 2:
+            break
+    return claims
+
+
+def _join(claims: list[tuple[int, str, str]]) -> str:
+    return " ".join(f"{sentence} [{n}]." for n, _, sentence in claims)
+
+
+def _different_number(number: str, abstract: str) -> str:
+    """A number that differs from *number* and does not occur in *abstract*.
+
+    Every digit is shifted by the same amount (3.76 -> 9.32 with a shift of
+    6), so the result has the same shape and differs in every digit.
+    """
+    taken = set(_NUMBER_RE.findall(abstract))
+    for shift in (6, 5, 4, 3, 2, 1, 7, 8, 9):
+        candidate = "".join(str((int(c) + shift) % 10) if c.isdigit() else c for c in number)
+        integer_part = candidate.split(".")[0]
+        if len(integer_part) > 1 and integer_part.startswith("0"):
+            continue  # "09" would read oddly; try another shift
+        if candidate not in taken:
+            return candidate
+    candidate = number + "7"  # practically unreachable: every shift is in the abstract
+    while candidate in taken:
+        candidate += "7"
+    return candidate
+
+
+def scripted_reply(behaviour: str, prompt: str) -> str:
+    """The full answer text a behaviour produces for *prompt*.
+
+    *prompt* is the text holding the ``<source>`` blocks (the last user
+    message for chat, ``prompt`` for generate).  "cut", "stall" and
+    "error500" answer (or start answering) with the "cited" text.
+    """
+    if behaviour not in BEHAVIOURS:
+        raise ValueError(f"unknown behaviour {behaviour!r}; expected one of {BEHAVIOURS}")
+    claims = _claims(prompt)
+    if behaviour == "wrong_citation":
+        if not claims:
+            return NO_ANSWER  # no source to cite, so nothing to cite wrongly
+        n, abstract, sentence = claims[-1]
+        claims[-1] = (99, abstract, sentence)
+        return _join(claims)
+    if behaviour == "wrong_number":
+        for i, (n, abstract, sentence) in enumerate(claims):
+            match = _NUMBER_RE.search(sentence)
+            if match:
+                new = _different_number(match.group(), abstract)
+                claims[i] = (n, abstract, sentence[: match.start()] + new + sentence[match.end() :])
+                return _join(claims)
+        return f"{_join(claims) or NO_ANSWER} {INVENTED_NUMBER_CLAIM}"
+    cited = _join(claims) or NO_ANSWER
+    if behaviour == "uncited":
+        return f"{cited} {UNCITED_CLAIM}"
+    return cited
+
+
+def split_chunks(text: str, words_per_chunk: int = _WORDS_PER_CHUNK) -> list[str]:
+    """Split *text* into streamed pieces of a few words; they join back to *text*."""
+    words = re.findall(r"\s*\S+\s*", text)
+    if not words:
+        return [text]
+    return ["".join(words[i : i + words_per_chunk]) for i in range(0, len(words), words_per_chunk)]
+
+
+def _prompt_text(path: str, body: dict) -> str:
+    """The text the sources are read from: the last user message, or ``prompt``."""
+    if path == "/api/generate":
+        return str(body.get("prompt") or "")
+    for message in reversed(body.get("messages") or []):
+        if isinstance(message, dict) and message.get("role") == "user":
+            return str(message.get("content") or "")
+    return ""
+
+
+def _normalise_model(name: str) -> str:
+    # Ollama treats a name without a tag as "<name>:latest".  Only look for
+    # the tag in the last path segment: "host:port/ns/model" has a colon too.
+    return name if ":" in name.rsplit("/", 1)[-1] else f"{name}:latest"
+
+
+def _now() -> str:
+    now = time.time()
+    return time.strftime("%Y-%m-%dT%H:%M:%S", time.gmtime(now)) + f".{int(now % 1 * 1e6):06d}Z"
+
+
+# ---------------------------------------------------------------------------
+# HTTP plumbing
+# ---------------------------------------------------------------------------
+
+
+class _HTTPServer(ThreadingHTTPServer):
+    """ThreadingHTTPServer that tracks its connections so stop() can end them."""
+
+    daemon_threads = True
+
+    def __init__(self, owner: OllamaTestServer, address: tuple[str, int]):
+        self.owner = owner
+        super().__init__(address, _Handler)
+
+    def server_bind(self) -> None:
+        # HTTPServer.server_bind() calls socket.getfqdn(), a reverse DNS
+        # lookup that can take seconds on a machine without network.
+        socketserver.TCPServer.server_bind(self)
+        host, port = self.server_address[:2]
+        self.server_name, self.server_port = str(host), int(port)
+
+    def process_request(self, request, client_address) -> None:
+        # Same as ThreadingMixIn.process_request, but the thread and socket
+        # are registered before the thread starts, so stop() cannot miss one.
+        thread = threading.Thread(
+            target=self.process_request_thread,
+            args=(request, client_address),
+            daemon=True,
+            name=f"ollama-test-server-conn-{client_address[1]}",
+        )
+        self.owner._track(request, thread)
+        thread.start()
+
+    def shutdown_request(self, request) -> None:
+        self.owner._untrack(request)
+        super().shutdown_request(request)
+
+    def handle_error(self, request, client_address) -> None:
+        # A client hanging up (timeouts, cut tests, stop()) is expected here;
+        # only report real bugs in the handler.
+        if isinstance(sys.exc_info()[1], OSError):
+            return
+        super().handle_error(request, client_address)
+
+
+class _Handler(BaseHTTPRequestHandler):
+    # HTTP/1.1 is needed for chunked transfer encoding (and gives keep-alive,
+    # like the real server).
+    protocol_version = "HTTP/1.1"
+    server: _HTTPServer
+
+    @property
+    def owner(self) -> OllamaTestServer:
+        return self.server.owner
+
+    def log_message(self, format: str, *args: Any) -> None:  # noqa: A002 (stdlib name)
+        if self.owner.verbose:
+            super().log_message(format, *args)
+
+    # -- dispatch ----------------------------------------------------------
+
+    def do_HEAD(self) -> None:
+        path = urlsplit(self.path).path
+        self.owner._record("HEAD", path, None)
+        if path == "/":
+            self._send_headers(200, "text/plain; charset=utf-8", len(b"Ollama is running"))
+        else:
+            self._send_headers(404, "text/plain; charset=utf-8", 0)
+
+    def do_GET(self) -> None:
+        path = urlsplit(self.path).path
+        self.owner._record("GET", path, None)
+        if path == "/":
+            self._send_text(200, "Ollama is running")
+        elif path == "/api/version":
+            self._send_json(200, {"version": "0.6.0"})
+        elif path == "/api/tags":
+            self._send_json(200, {"models": [self.owner._tag_entry(m) for m in self.owner.models]})
+        else:
+            self._send_text(404, "404 page not found")
+
+    def do_POST(self) -> None:
+        path = urlsplit(self.path).path
+        length = int(self.headers.get("Content-Length") or 0)
+        raw = self.rfile.read(length) if length else b""
+        try:
+            body = json.loads(raw) if raw else {}
+        except ValueError as exc:
+            self.owner._record("POST", path, None)
+            self._send_json(400, {"error": f"invalid request body: {exc}"})
+            return
+        self.owner._record("POST", path, body)
+        if not isinstance(body, dict):
+            self._send_json(400, {"error": "request body must be a JSON object"})
+        elif path == "/api/show":
+            self._show(body)
+        elif path in ("/api/chat", "/api/generate"):
+            self._complete(path, body)
+        else:
+            self._send_text(404, "404 page not found")
+
+    # -- endpoints ---------------------------------------------------------
+
+    def _show(self, body: dict) -> None:
+        name = str(body.get("model") or body.get("name") or "")  # "name" is the legacy field
+        if self.owner._find_model(name) is None:
+            self._send_json(404, {"error": f"model '{name}' not found"})
+            return
+        self._send_json(
+            200,
+            {
+                "license": "LLAMA 3.2 COMMUNITY LICENSE AGREEMENT (test stand-in)",
+                "modelfile": f"# Modelfile generated by OllamaTestServer\nFROM {name}\n",
+                "parameters": 'stop                           "<|eot_id|>"',
+                "template": "{{ .Prompt }}",
+                "details": _DETAILS,
+                "model_info": {
+                    "general.architecture": "llama",
+                    "general.parameter_count": 3212749888,
+                    "llama.context_length": 131072,
+                    "llama.embedding_length": 3072,
+                },
+                "capabilities": ["completion", "tools"],
+                "modified_at": _MODIFIED_AT,
+            },
+        )
+
+    def _complete(self, path: str, body: dict) -> None:
+        """/api/chat and /api/generate: the scripted part of the server."""
+        owner = self.owner
+        model = str(body.get("model") or "")
+        if not model:
+            self._send_json(400, {"error": "model is required"})
+            return
+        # Checked before anything else: an unknown model is a 404 whatever
+        # the behaviour, and does not consume a recorded reply.
+        if owner._find_model(model) is None:
+            self._send_json(404, {"error": f"model '{model}' not found"})
+            return
+        stream = body.get("stream", True) is not False  # Ollama streams by default
+
+        recorded = owner._pop_reply()
+        behaviour = "recorded" if recorded is not None else owner.behaviour
+        if behaviour == "error500":
+            self._send_json(500, {"error": RUNNER_ERROR})
+            return
+        # "stall" says nothing (not even headers) so the client's read timeout
+        # fires.  Event.wait rather than sleep so that stop() interrupts it.
+        if behaviour == "stall" and owner._stop_event.wait(owner.stall_seconds):
+            self._abort()
+            return
+        text = (
+            recorded
+            if recorded is not None
+            else scripted_reply(behaviour, _prompt_text(path, body))
+        )
+        started = time.monotonic_ns()
+
+        if not stream:
+            if behaviour == "cut":
+                self._abort()  # close without sending any response at all
+                return
+            self._send_json(
+                200, self._final(path, model, text, started, eval_count=len(split_chunks(text)))
+            )
+            return
+
+        chunks = split_chunks(text)
+        self._send_headers(200, "application/x-ndjson", chunked=True)
+        if behaviour == "cut":
+            chunks = chunks[: max(1, len(chunks) // 2)]
+        for i, piece in enumerate(chunks):
+            if i and owner.token_delay and owner._stop_event.wait(owner.token_delay):
+                self._abort()
+                return
+            self._write_chunk(self._piece(path, model, piece))
+        if behaviour == "cut":
+            # Drop the connection mid-body: no done:true line and no
+            # terminating zero-length chunk, like a runner that died.
+            self._abort()
+            return
+        self._write_chunk(self._final(path, model, "", started, eval_count=len(chunks)))
+        self.wfile.write(b"0\r\n\r\n")
+
+    # -- response shapes (as in Ollama 0.6) -----------------------------------
+
+    @staticmethod
+    def _piece(path: str, model: str, text: str) -> dict:
+        out: dict[str, Any] = {"model": model, "created_at": _now()}
+        if path == "/api/chat":
+            out["message"] = {"role": "assistant", "content": text}
+        else:
+            out["response"] = text
+        out["done"] = False
+        return out
+
+    def _final(self, path: str, model: str, text: str, started_ns: int, eval_count: int) -> dict:
+        out = self._piece(path, model, text)
+        total = max(time.monotonic_ns() - started_ns, 1_000_000)
+        out.update(
+            {
+                "done_reason": "stop",
+                "done": True,
+                "total_duration": total,
+                "load_duration": total // 10,
+                "prompt_eval_count": 26,
+                "prompt_eval_duration": total // 5,
+                "eval_count": eval_count,
+                "eval_duration": total // 2,
+            }
+        )
+        if path == "/api/generate":
+            out["context"] = [128006, 882, 128007, 271]  # a token list, as Ollama sends
+        return out
+
+    # -- low-level writing -------------------------------------------------
+
+    def _send_headers(
+        self, status: int, content_type: str, length: int = 0, chunked: bool = False
+    ) -> None:
+        self.send_response(status)
+        self.send_header("Content-Type", content_type)
+        if chunked:
+            self.send_header("Transfer-Encoding", "chunked")
+        else:
+            self.send_header("Content-Length", str(length))
+        self.end_headers()
+
+    def _send_text(self, status: int, text: str) -> None:
+        data = text.encode()
+        self._send_headers(status, "text/plain; charset=utf-8", len(data))
+        self.wfile.write(data)
+
+    def _send_json(self, status: int, obj: dict) -> None:
+        data = json.dumps(obj).encode()
+        self._send_headers(status, "application/json; charset=utf-8", len(data))
+        self.wfile.write(data)
+
+    def _write_chunk(self, obj: dict) -> None:
+        line = json.dumps(obj).encode() + b"\n"  # NDJSON: one object per line
+        self.wfile.write(b"%X\r\n%s\r\n" % (len(line), line))
+
+    def _abort(self) -> None:
+        """Hang up abruptly; nothing more is written on this connection."""
+        self.close_connection = True
+        with contextlib.suppress(OSError):  # the client may be gone already
+            self.wfile.flush()
+            self.connection.shutdown(socket.SHUT_RDWR)
+        # socketserver closes the socket after the handler returns.
+
+
+# ---------------------------------------------------------------------------
+# Public server object
+# ---------------------------------------------------------------------------
+
+
+class OllamaTestServer:
+    """A real HTTP server on 127.0.0.1 that imitates Ollama with scripted replies.
+
+    Attributes (all may be changed while the server runs):
+
+    ``behaviour``
+        One of :data:`BEHAVIOURS`; decides how chat/generate answer.
+    ``replies``
+        Recorded answers.  While non-empty, each chat/generate request pops
+        the first one and answers with exactly that text (streamed or not, as
+        asked), whatever ``behaviour`` says (stall/error500/cut included).
+    ``requests``
+        Every request received, in order, as ``{"method", "path", "body"}``
+        (``body`` is the parsed JSON, ``None`` for GET/HEAD).
+    ``stall_seconds``
+        How long "stall" waits before answering (``stop()`` cuts it short).
+    ``token_delay``
+        Seconds between streamed chunks.
+    ``models``
+        Model names served by /api/tags and accepted elsewhere.
+    """
+
+    def __init__(
+        self,
+        models=("llama3.2:latest",),
+        behaviour: str = "cited",
+        *,
+        port: int = 0,
+        verbose: bool = False,
+    ):
+        self.models = list(models)
+        self.behaviour = behaviour
+        self.replies: list[str] = []
+        self.requests: list[dict] = []
+        self.stall_seconds: float = 30
+        self.token_delay: float = 0.0
+        self.verbose = verbose
+        self._port = port
+        self._lock = threading.Lock()
+        self._stop_event = threading.Event()
+        self._httpd: _HTTPServer | None = None
+        self._serve_thread: threading.Thread | None = None
+        self._connections: dict[socket.socket, threading.Thread] = {}
+
+    # -- configuration -----------------------------------------------------
+
+    @property
+    def behaviour(self) -> str:
+        return self._behaviour
+
+    @behaviour.setter
+    def behaviour(self, value: str) -> None:
+        # Validate here so that a typo fails in the test, not as a puzzling reply.
+        if value not in BEHAVIOURS:
+            raise ValueError(f"unknown behaviour {value!r}; expected one of {BEHAVIOURS}")
+        self._behaviour = value
+
+    @property
+    def url(self) -> str:
+        if self._httpd is None:
+            raise RuntimeError("server is not running")
+        return f"http://127.0.0.1:{self._httpd.server_address[1]}"
+
+    @property
+    def port(self) -> int:
+        if self._httpd is None:
+            raise RuntimeError("server is not running")
+        return self._httpd.server_address[1]
+
+    @property
+    def last_prompt(self) -> str:
+        """The source-bearing text of the latest chat/generate request ("" if none)."""
+        with self._lock:
+            for request in reversed(self.requests):
+                if request["path"] in ("/api/chat", "/api/generate") and request["body"]:
+                    return _prompt_text(request["path"], request["body"])
+        return ""
+
+    # -- lifecycle ---------------------------------------------------------
+
+    def start(self) -> OllamaTestServer:
+        if self._httpd is not None:
+            raise RuntimeError("server already started")
+        self._stop_event.clear()
+        self._httpd = _HTTPServer(self, ("127.0.0.1", self._port))
+        # A short poll interval keeps shutdown() (and so stop()) quick.
+        self._serve_thread = threading.Thread(
+            target=self._httpd.serve_forever,
+            kwargs={"poll_interval": 0.05},
+            name="ollama-test-server",
+            daemon=True,
+        )
+        self._serve_thread.start()
+        return self
+
+    def stop(self, timeout: float = 2.0) -> None:
+        """Stop serving, end open connections and wait (bounded) for handlers.
+
+        Safe to call twice.  Never hangs: stalls and token delays wait on an
+        event set here, and sockets are shut down under blocked readers.
+        """
+        httpd, self._httpd = self._httpd, None
+        if httpd is None:
+            return
+        self._stop_event.set()
+        httpd.shutdown()
+        httpd.server_close()
+        if self._serve_thread is not None:
+            self._serve_thread.join(timeout)
+        with self._lock:
+            connections = list(self._connections.items())
+        for sock, _ in connections:
+            # Wakes a handler blocked reading the next keep-alive request.
+            with contextlib.suppress(OSError):  # already closed
+                sock.shutdown(socket.SHUT_RDWR)
+        deadline = time.monotonic() + timeout
+        for _, thread in connections:
+            thread.join(max(0.0, deadline - time.monotonic()))
+
+    def __enter__(self) -> OllamaTestServer:
+        return self.start()
+
+    def __exit__(self, *exc_info) -> None:
+        self.stop()
+
+    # -- used by the handler -----------------------------------------------
+
+    def _record(self, method: str, path: str, body: Any) -> None:
+        with self._lock:
+            self.requests.append({"method": method, "path": path, "body": body})
+
+    def _pop_reply(self) -> str | None:
+        with self._lock:
+            return self.replies.pop(0) if self.replies else None
+
+    def _find_model(self, name: str) -> str | None:
+        if not name:
+            return None
+        wanted = _normalise_model(name)
+        return next((m for m in self.models if _normalise_model(m) == wanted), None)
+
+    def _tag_entry(self, name: str) -> dict:
+        digest = hashlib.sha256(name.encode()).hexdigest()
+        return {
+            "name": name,
+            "model": name,
+            "modified_at": _MODIFIED_AT,
+            "size": 2019393189,
+            "digest": digest,
+            "details": _DETAILS,
+        }
+
+    def _track(self, sock: socket.socket, thread: threading.Thread) -> None:
+        with self._lock:
+            self._connections[sock] = thread
+
+    def _untrack(self, sock: socket.socket) -> None:
+        with self._lock:
+            self._connections.pop(sock, None)
+
+
+def free_port_with_nothing_listening() -> int:
+    """A localhost port that refuses connections (for "Ollama is not running").
+
+    The port was free a moment ago; another process could grab it, which is
+    unlikely enough for tests.
+    """
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return sock.getsockname()[1]
+
+
+# ---------------------------------------------------------------------------
+# Command line
+# ---------------------------------------------------------------------------
+
+
+def _load_replies(path: str) -> list[str]:
+    replies = []
+    with open(path, encoding="utf-8") as handle:
+        for line in handle:
+            if line.strip():
+                replies.append(json.loads(line)["reply"])
+    return replies
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(
+        description="Serve a scripted imitation of the Ollama API on 127.0.0.1."
+    )
+    parser.add_argument("--port", type=int, default=11435)
+    parser.add_argument("--behaviour", choices=BEHAVIOURS, default="cited")
+    parser.add_argument(
+        "--replies-file", help='JSONL of {"reply": "..."} answered in order before the behaviour'
+    )
+    parser.add_argument(
+        "--model",
+        action="append",
+        dest="models",
+        help="model name to serve (repeatable; default llama3.2:latest)",
+    )
+    parser.add_argument("--token-delay", type=float, default=0.0)
+    parser.add_argument("--stall-seconds", type=float, default=30)
+    parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    args = parser.parse_args(argv)
+
+    server = OllamaTestServer(
+        models=args.models or ("llama3.2:latest",),
+        behaviour=args.behaviour,
+        port=args.port,
+        verbose=args.verbose,
+    )
+    if args.replies_file:
+        server.replies = _load_replies(args.replies_file)
+    server.token_delay = args.token_delay
+    server.stall_seconds = args.stall_seconds
+    with server:
+        print(server.url, flush=True)
+        try:
+            while True:
+                time.sleep(3600)
+        except KeyboardInterrupt:
+            pass
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
