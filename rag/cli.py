@@ -201,3 +201,168 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+
+
+def _print_answer(result: dict[str, Any], streamed: bool) -> None:
+    if not streamed:
+        click.echo(result["answer"])
+    else:
+        click.echo()
+    if result["incomplete"]:
+        click.echo("[answer incomplete: the model's stream broke off]")
+    unsupported = [s for s in result["sentences"] if not s["supported"]]
+    if unsupported:
+        click.echo(f"\n[{len(unsupported)} sentence(s) not supported by their citations: "
+                   + "; ".join(textwrap.shorten(s["text"], 70) for s in unsupported) + "]")
+    if result["dropped_citations"]:
+        click.echo(f"[{result['dropped_citations']} citation(s) to no source removed]")
+    if result["citations"]:
+        from rag.answer import reference_lines_json
+
+        click.echo("\nReferences")
+        for line in reference_lines_json(result["citations"]):
+            click.echo(textwrap.fill(line, 100, subsequent_indent="    "))
+
+
+def ask_options(fn: F) -> F:
+    fn = filter_options(fn)
+    fn = index_option(fn)
+    fn = click.option("--json", "as_json", is_flag=True, help="Print the documented JSON object.")(fn)
+    fn = click.option("--strict", is_flag=True, help="Drop sentences their citations do not support.")(fn)
+    fn = click.option("--model", help="Ollama model (default: RAG_MODEL or llama3.2).")(fn)
+    fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
+                      help="auto: Ollama if running, else offline (default); none: offline.")(fn)
+    fn = click.option("-k", type=int, default=None, help="Papers to answer from (default 8).")(fn)
+    return fn
+
+
+@cli.command()
+@click.argument("question")
+@ask_options
+def ask(question: str, k: int | None, llm: str | None, model: str | None, strict: bool,
+        as_json: bool, index: str | None, venue: str | None, year: str | None,
+        source: str | None) -> None:
+    """Answer QUESTION from the abstracts, with checked citations."""
+    from rag.retrieve import Filters
+
+    settings = _settings(index)
+    filters = Filters.parse(venue, year, source)
+    if settings.server_url:
+        from rag.client import remote_ask
+
+        result = remote_ask(settings, question, k, llm, model, strict, venue, year, source)
+        if as_json:
+            emit_json(result)
+        else:
+            for n in result.get("notices", []):
+                click.echo(n, err=True)
+            _print_answer(result, streamed=False)
+        return
+    from rag.answer import Pipeline
+
+    pipeline = Pipeline(settings, _ensure_index(settings))
+    streamed = False
+
+    def on_token(token: str) -> None:
+        nonlocal streamed
+        streamed = True
+        click.echo(token, nl=False)
+
+    ans = pipeline.answer(
+        question, k=k, llm=llm, model=model, strict=strict, filters=filters,
+        on_token=None if (as_json or strict) else on_token,
+        on_notice=lambda t: click.echo(t, err=True),
+    )
+    result = ans.to_json()
+    if as_json:
+        emit_json(result)
+        return
+    if streamed and ans.dropped_citations:
+        click.echo("\n\nWith citations to no source removed:")
+        streamed = False
+    _print_answer(result, streamed=streamed)
+
+
+@cli.command()
+@ask_options
+def chat(k: int | None, llm: str | None, model: str | None, strict: bool, as_json: bool,
+         index: str | None, venue: str | None, year: str | None, source: str | None) -> None:
+    """A conversation in the terminal; follow-ups use the history. /sources /reset /quit."""
+    from rag.answer import Pipeline
+    from rag.retrieve import Filters
+
+    settings = _settings(index)
+    pipeline = Pipeline(settings, _ensure_index(settings))
+    filters = Filters.parse(venue, year, source)
+    history: list[dict[str, str]] = []
+    last: dict[str, Any] | None = None
+    click.echo("Ask about the abstracts. Commands: /sources /reset /quit", err=True)
+    while True:
+        try:
+            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+        except (EOFError, click.exceptions.Abort):
+            break
+        line = line.strip()
+        if not line:
+            continue
+        if line in ("/quit", "/exit"):
+            break
+        if line == "/reset":
+            history, last = [], None
+            click.echo("(conversation cleared)", err=True)
+            continue
+        if line == "/sources":
+            if last and last["citations"]:
+                from rag.answer import reference_lines_json
+
+                for ref in reference_lines_json(last["citations"]):
+                    click.echo(ref)
+            else:
+                click.echo("(no sources yet)")
+            continue
+        try:
+            ans = pipeline.answer(line, k=k, llm=llm, model=model, strict=strict, filters=filters,
+                                  history=history, on_notice=lambda t: click.echo(t, err=True))
+        except RagError as exc:
+            click.echo(f"error: {exc}", err=True)
+            continue
+        last = ans.to_json()
+        if ans.answerer == "extractive" and ans.notices and llm in (None, "auto"):
+            llm = "none"  # said once: Ollama is not there; stay offline for this conversation
+        if as_json:
+            emit_json(last)
+        else:
+            if ans.standalone_question != line:
+                click.echo(f"(searching for: {ans.standalone_question})", err=True)
+            _print_answer(last, streamed=False)
+        history += [{"role": "user", "content": line}, {"role": "assistant", "content": ans.answer}]
+
+
+@cli.command()
+@click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
+@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+@index_option
+def serve(host: str, port: int, index: str | None) -> None:
+    """Run the HTTP API and the chat page (FastAPI + uvicorn)."""
+    from rag.api import serve as run
+
+    run(_settings(index), host=host, port=port)
+
+
+@cli.command("eval")
+@click.option("--set", "set_path", type=click.Path(path_type=Path), default=Path("evals/questions.yaml"),
+              show_default=True, help="Question set to run.")
+@click.option("--llm", type=click.Choice(["none", "ollama"]), default="none", show_default=True)
+@click.option("--model", help="Ollama model for --llm ollama.")
+@click.option("--judge", type=click.Choice(["default", "ollama"]), default="default", show_default=True)
+@click.option("--out", type=click.Path(path_type=Path), default=Path("evals/reports"), show_default=True,
+              help="Directory for the JSON and Markdown reports.")
+@index_option
+def eval_cmd(set_path: Path, llm: str, model: str | None, judge: str, out: Path,
+             index: str | None) -> None:
+    """Score answers on a question set; exit 5 when a metric is below its threshold."""
+    from rag.evaluate import run_cli
+
+    settings = _settings(index)
+    _ensure_index(settings)
+    sys.exit(run_cli(settings, set_path=set_path, llm=llm, model=model, judge=judge, out=out))

@@ -40,8 +40,13 @@ def clean_latex(text: str) -> str:
 
 
 # A name-like token: starts upper-case, and is an acronym, CamelCase, or carries digits/hyphens.
-_STRONG = r"([A-Z][\w²³⁴⁺]*(?:[A-Z0-9][\w²³⁴⁺]*|-[\w²³⁴⁺]+)(?:-[\w²³⁴⁺]+)*)"
-_WORD = r"([A-Z][\w²³⁴⁺]*(?:-[\w²³⁴⁺]+)*)"
+# Quantifiers are bounded and a name must end at a word end: unbounded, nested `\w*` made
+# these patterns take quadratic time (minutes) on a long run of capitals in a huge abstract.
+_C = r"[\w²³⁴⁺]"
+_STRONG = (
+    rf"([A-Z]{_C}{{0,30}}(?:[A-Z0-9]{_C}{{0,30}}|-{_C}{{1,30}})(?:-{_C}{{1,30}}){{0,4}})(?!{_C})"
+)
+_WORD = rf"([A-Z]{_C}{{0,30}}(?:-{_C}{{1,30}}){{0,4}})(?!{_C})"
 _VERBS = r"(?:propose|present|introduce|design|develop|build|implement|describe|contribute)"
 _NOUNS = (
     r"(?:framework|system|method|approach|scheme|technique|tool|library|scheduler|compiler|"
@@ -53,25 +58,40 @@ _PATTERNS = [
     re.compile(r"\b" + _NOUNS + r",?\s+" + _STRONG + r"(?=\s*[,(:;.]|\s+(?:which|that|to|for|is)\b)"),
     re.compile(r"\b" + _NOUNS + r",?\s+" + _WORD + r"(?=\s*[,(:;]|\s+(?:which|that)\b)"),
     re.compile(
-        r"\b" + _VERBS + r"s?\s+(?:the\s+|a\s+|an\s+)?(?:[A-Z][\w\-]*\s+){1,8}\(([A-Z][\w\-]*[A-Z][\w\-]*)\)"
+        r"\b" + _VERBS
+        + r"s?\s+(?:the\s+|a\s+|an\s+)?(?:[A-Z][\w\-]{0,30}\s+){1,8}\(([A-Z][\w\-]{0,30}[A-Z][\w\-]{0,30})\)"
     ),
     re.compile(r"\b" + _VERBS + r"s?\s+(?:the\s+)?" + _STRONG),
     re.compile(r"\b" + _VERBS + r"s?\s+(?:the\s+)?" + _WORD + r"(?=\s*[,(:;]|\s+(?:a|an|which|that|to)\b)"),
     re.compile(r"\btermed\s+" + _WORD),
-    re.compile(_VERBS + r"s?\b[^.]*?\(([A-Z][\w\-]*[A-Z][\w\-]*)\)"),
+    # "the development of RT-HARE, a real-time HAR system": the name in apposition to a system noun
+    re.compile(r"\b" + _STRONG + r",\s+an?\s+[^.,;()]{0,80}?\b" + _NOUNS + r"\b"),
+    re.compile(_VERBS + r"s?\b[^.]{0,300}?\(([A-Z][\w\-]{0,30}[A-Z][\w\-]{0,30})\)"),
     re.compile(r"\b" + _STRONG + r",?\s+(?:is\s+)?an?\s+(?:novel|new)\b"),
     re.compile(r"\b" + _STRONG + r"(?:'s|’s) (?:source )?code"),
 ]
+# Last resort: an abbreviation that spells the initials of the words before it, in a sentence
+# that proposes something ("we propose a VIP-token centric compression (Vcc) scheme").
+_INITIALS = re.compile(
+    _VERBS + r"s?\b[^.]{0,300}?(?<![\w\-])((?:[\w\-]{1,40}\s+){1,8})\(([A-Z][A-Za-z0-9]{1,9})\)"
+)
+MAX_SCAN = 20_000
 _NOT_NAMES = {"we", "this", "our", "the", "in", "a", "an", "to", "llm", "llms", "dl", "ml", "gpu", "gpus"}
 
 
 def system_name(abstract: str) -> str | None:
     """The system or method an abstract proposes, if it names one."""
+    abstract = abstract[:MAX_SCAN]  # longer texts are rejected as abstracts anyway
     for pattern in _PATTERNS:
         for m in pattern.finditer(abstract):
             name = m.group(1).strip(" -.")
             if len(name) >= 2 and name.lower() not in _NOT_NAMES:
                 return name
+    for m in _INITIALS.finditer(abstract):
+        words, abbrev = m.group(1).split(), m.group(2)
+        initials = "".join(w[0] for w in words[-len(abbrev):]).lower()
+        if len(words) >= len(abbrev) and initials == abbrev.lower():
+            return abbrev
     return None
 
 
@@ -82,3 +102,21 @@ def lead(abstract: str, words: int = 8) -> str:
 
 def make_label(title: str | None, abstract: str) -> str:
     return title or system_name(abstract) or lead(abstract)
+
+
+_ABBREV = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)(?<!\bvs)(?<!\bFig)(?<!\bEq)(?<!\bNo)"
+_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
+
+
+def split_sentences(text: str) -> list[str]:
+    """Sentences of an abstract or answer; keeps 3.76, e.g. and et al. intact."""
+    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+
+
+def short_label(title: str | None, label: str) -> str:
+    """What to call a paper in running text: 'Tutel' for 'Tutel: Adaptive Mixture-of-Experts…'."""
+    if title and ":" in title:
+        head = title.split(":", 1)[0].strip()
+        if 0 < len(head.split()) <= 3:
+            return head
+    return label

@@ -1,0 +1,159 @@
+"""The citation-support judge: does the cited abstract support this sentence?
+
+No language model: it combines the best embedding similarity between the sentence and the
+abstract's sentences, the share of the sentence's content words found in the abstract, and
+hard checks that every number and every system-like name in the sentence occurs in the
+abstract. Shared by the answer pipeline and the evals. Known blind spot: a negated or
+reversed claim can score high; a cheap negation cue check catches only the plain cases.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from dataclasses import dataclass, field
+from functools import lru_cache
+
+import numpy as np
+
+from rag.corpus.text import split_sentences
+from rag.embed import Embedder
+
+# Calibrated on SciFact training claims and checked on evals/judge_cases.jsonl
+# (see evals/README.md and `python benchmarks/judge_calibration.py`).
+THRESHOLD = 0.55
+W_SIM, W_OVERLAP = 0.6, 0.4
+
+_MARKER = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_NUMBER = re.compile(r"(?<![A-Za-z\d.])(\d+(?:[.,]\d+)*)(?![A-WYZa-wyz\d])")
+_NAME = re.compile(r"\b([A-Z][\w²³\-]*[A-Z0-9²][\w²³\-]*)\b")
+_WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
+_NEGATION = re.compile(r"\b(not|no|never|cannot|neither|nor|without|fails?|unable)\b|n't\b", re.I)
+_STOP = frozenset(
+    ["the", "a", "an", "and", "or", "of", "to", "in", "on", "for", "with", "by", "from", "as", "at", "is", "are", "was", "were", "be", "been", "being", "this", "that", "these", "those", "it", "its", "their", "they", "them", "we", "our", "us", "which", "who", "whom", "what", "when", "where", "how", "than", "then", "also", "such", "can", "could", "may", "might", "will", "would", "should", "into", "over", "under", "more", "most", "less", "very", "both", "each", "other", "using", "used", "use", "based", "via", "paper", "papers", "work", "works", "propose", "proposes", "proposed", "present", "presents", "introduce", "introduces", "show", "shows", "shown", "approach", "method", "system", "systems", "new", "novel"]
+)
+
+
+@lru_cache(maxsize=1)
+def _stemmer():  # type: ignore[no-untyped-def]
+    import Stemmer
+
+    return Stemmer.Stemmer("english")
+
+
+def content_words(text: str) -> set[str]:
+    words = [w for w in _WORD.findall(text.lower()) if w not in _STOP and len(w) > 2]
+    return set(_stemmer().stemWords(words))
+
+
+def numbers(text: str) -> set[str]:
+    return {n.replace(",", "") for n in _NUMBER.findall(text)}
+
+
+def names(text: str) -> set[str]:
+    return {n.lower().rstrip("s") for n in _NAME.findall(text)}
+
+
+def strip_markers(text: str) -> str:
+    return _MARKER.sub("", text).strip()
+
+
+@dataclass
+class Support:
+    supported: bool
+    score: float
+    quote: str = ""
+    source: int | None = None  # index into the abstracts checked
+    reasons: list[str] = field(default_factory=list)
+
+
+class Judge:
+    """Scores (sentence, abstract) pairs; caches abstract sentence embeddings."""
+
+    name = "default"
+
+    def __init__(self, embedder: Embedder, threshold: float = THRESHOLD,
+                 known_names: set[str] | None = None) -> None:
+        self.embedder = embedder
+        self.threshold = threshold
+        # Names of the corpus's systems: one of them in a sentence must be in the cited abstract.
+        self.known_names = {n.lower() for n in known_names or () if len(n) >= 3}
+        self._cache: dict[str, tuple[list[str], np.ndarray]] = {}
+        self._lock = threading.Lock()
+
+    def sentences(self, abstract: str) -> tuple[list[str], np.ndarray]:
+        with self._lock:
+            hit = self._cache.get(abstract)
+        if hit is None:
+            sents = split_sentences(abstract) or [abstract]
+            hit = (sents, self.embedder.embed(sents))
+            with self._lock:
+                if len(self._cache) > 20000:
+                    self._cache.clear()
+                self._cache[abstract] = hit
+        return hit
+
+    def score_one(self, claim: str, vector: np.ndarray, abstract: str, title: str = "") -> Support:
+        sents, vecs = self.sentences(abstract)
+        sims = vecs @ vector
+        best = int(np.argmax(sims))
+        sim = float(sims[best])
+        text = unicodedata.normalize("NFKC", f"{title} {abstract}")
+        claim = unicodedata.normalize("NFKC", claim)
+        lowered = text.lower()
+        words = content_words(claim)
+        overlap = len(words & content_words(text)) / len(words) if words else 0.0
+        score = W_SIM * sim + W_OVERLAP * overlap
+        reasons = []
+        missing_numbers = numbers(claim) - numbers(text)
+        if missing_numbers:
+            reasons.append("number not in abstract: " + ", ".join(sorted(missing_numbers)))
+        claim_lower = claim.lower()
+        missing_names = {n for n in names(claim) if n not in lowered} | {
+            n for n in self.known_names
+            if n not in lowered and re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", claim_lower)
+        }
+        if missing_names:
+            reasons.append("name not in abstract: " + ", ".join(sorted(missing_names)))
+        if _NEGATION.search(claim) and not _NEGATION.search(abstract):
+            reasons.append("negation not in the abstract")
+        if score < self.threshold:
+            reasons.append(f"score {score:.2f} below {self.threshold:.2f}")
+        return Support(not reasons, round(score, 4), sents[best], None, reasons)
+
+    def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
+        """Best support for the sentence among its cited (title, abstract) pairs."""
+        claim = strip_markers(sentence).lstrip("-*• ").strip()
+        if not abstracts or not claim:
+            return Support(False, 0.0, reasons=["no citation"])
+        vector = self.embedder.embed([claim])[0]
+        results = []
+        for i, (title, abstract) in enumerate(abstracts):
+            s = self.score_one(claim, vector, abstract, title)
+            s.source = i
+            results.append(s)
+        return max(results, key=lambda s: (s.supported, s.score))
+
+
+class OllamaJudge(Judge):
+    """Claim-by-claim verdicts from a language model through Ollama (`--judge ollama`)."""
+
+    name = "ollama"
+
+    def __init__(self, embedder: Embedder, llm: object) -> None:
+        super().__init__(embedder)
+        from rag.prompts import templates
+
+        self.llm = llm
+        self.template = templates()["judge"]
+
+    def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
+        base = super().check(sentence, abstracts)  # for the quote and a score
+        claim = strip_markers(sentence)
+        for i, (title, abstract) in enumerate(abstracts):
+            prompt = self.template.render(abstract=f"{title}\n{abstract}".strip(), claim=claim)
+            verdict = self.llm.complete([{"role": "user", "content": prompt}])  # type: ignore[attr-defined]
+            if verdict.strip().upper().startswith("SUPPORTED"):
+                return Support(True, base.score, base.quote, i, [])
+        return Support(False, base.score, base.quote, base.source, ["the model judged it unsupported"])

@@ -1,0 +1,98 @@
+"""The one module that talks to Ollama; maps its failures to RagErrors."""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
+
+log = logging.getLogger(__name__)
+
+
+class StreamBroken(LLMError):
+    """The answer stream stopped before the model said it was done; `partial` holds what came."""
+
+    def __init__(self, partial: str, cause: str) -> None:
+        super().__init__(f"the answer stream from Ollama broke off ({cause})",
+                         "the answer is incomplete; ask again, and check `ollama serve`'s log")
+        self.partial = partial
+
+
+class Ollama:
+    def __init__(self, host: str, model: str, timeout: float = 120.0, num_ctx: int = 8192) -> None:
+        import ollama
+
+        self.host = host
+        self.model = model
+        self.num_ctx = num_ctx
+        self.timeout = timeout
+        self.client = ollama.Client(host=host, timeout=timeout)
+
+    @property
+    def options(self) -> dict[str, Any]:
+        return {"temperature": 0, "num_ctx": self.num_ctx, "seed": 0}
+
+    def _map(self, exc: BaseException) -> LLMError:
+        import ollama
+
+        if isinstance(exc, ollama.ResponseError):
+            if exc.status_code == 404:
+                return ModelNotFound(f"the model '{self.model}' is not available in Ollama at {self.host}",
+                                     f"run `ollama pull {self.model}`, or pick another with --model")
+            return LLMError(f"Ollama answered {exc.status_code}: {exc.error}",
+                            "check `ollama serve`'s log")
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMTimeout(f"Ollama at {self.host} did not answer within {self.timeout:.0f} s",
+                              "raise RAG_LLM_TIMEOUT, use a smaller model, or use --llm none")
+        if isinstance(exc, (httpx.ConnectError, ConnectionError)):
+            return LLMUnavailable(f"Ollama is not running at {self.host}",
+                                  "start it with `ollama serve` (or set OLLAMA_HOST), or use --llm none")
+        return LLMError(f"talking to Ollama failed: {exc}", "check `ollama serve`'s log")
+
+    def check(self) -> dict[str, Any]:
+        """Is Ollama up and the model present? Raises the matching error otherwise."""
+        try:
+            info = self.client.show(self.model)
+        except Exception as exc:
+            raise self._map(exc) from exc
+        return {"model": self.model, "details": getattr(info, "details", None)}
+
+    def version(self) -> str | None:
+        try:
+            resp = httpx.get(f"{self.host.rstrip('/')}/api/version", timeout=2.0)
+            return str(resp.json().get("version"))
+        except Exception:
+            return None
+
+    def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
+        """Yield answer tokens as they arrive; raise StreamBroken if the stream stops early."""
+        got: list[str] = []
+        done = False
+        try:
+            for part in self.client.chat(model=self.model, messages=messages, stream=True,
+                                         options=self.options):
+                token = part.message.content or ""
+                if token:
+                    got.append(token)
+                    yield token
+                if part.done:
+                    done = True
+        except Exception as exc:
+            mapped = self._map(exc)
+            if got:  # something arrived: keep it, report the break
+                raise StreamBroken("".join(got), str(exc) or type(exc).__name__) from exc
+            raise mapped from exc
+        if not done:
+            raise StreamBroken("".join(got), "no end-of-answer message")
+
+    def complete(self, messages: list[dict[str, str]]) -> str:
+        try:
+            resp = self.client.chat(model=self.model, messages=messages, stream=False,
+                                    options=self.options)
+        except Exception as exc:
+            raise self._map(exc) from exc
+        return str(resp.message.content or "")

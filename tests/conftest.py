@@ -1,0 +1,70 @@
+"""Shared fixtures: a real index over seeds/ built once, and the Ollama-protocol test server."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import subprocess
+import sys
+from collections.abc import Iterator
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parent.parent
+SEEDS = ROOT / "seeds"
+RAG = str(Path(sys.executable).parent / "rag")
+
+os.environ.setdefault("HF_HUB_OFFLINE", "1")
+# Never reach a real Ollama from tests by accident.
+os.environ["OLLAMA_HOST"] = "http://127.0.0.1:9"
+
+
+@pytest.fixture(scope="session")
+def seeded_settings(tmp_path_factory: pytest.TempPathFactory):  # type: ignore[no-untyped-def]
+    """Settings for a real Chroma index over seeds/ (built once per session; do not write to it)."""
+    from rag.config import Settings
+    from rag.ingest import ingest
+
+    home = tmp_path_factory.mktemp("seeded") / ".rag"
+    settings = Settings(home=home, seeds=SEEDS, llm="none")
+    ingest([SEEDS], settings, show_progress=False)
+    return settings
+
+
+@pytest.fixture(scope="session")
+def retriever(seeded_settings):  # type: ignore[no-untyped-def]
+    from rag.retrieve import Retriever
+
+    return Retriever(seeded_settings)
+
+
+@pytest.fixture()
+def fresh_settings(tmp_path: Path):  # type: ignore[no-untyped-def]
+    """Settings for an empty index in a temp dir (tests may write to it)."""
+    from rag.config import Settings
+
+    return Settings(home=tmp_path / ".rag", seeds=SEEDS, llm="none")
+
+
+@pytest.fixture()
+def workdir(tmp_path: Path) -> Path:
+    """A temp working directory holding a copy of seeds/, for running the CLI as a user would."""
+    shutil.copytree(SEEDS, tmp_path / "seeds")
+    return tmp_path
+
+
+def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None,
+            timeout: float = 180) -> subprocess.CompletedProcess[str]:
+    """Run the installed `rag` command in a subprocess."""
+    full_env = {**os.environ, **(env or {})}
+    return subprocess.run([RAG, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
+                          timeout=timeout, stdin=subprocess.DEVNULL)
+
+
+@pytest.fixture()
+def ollama_server() -> Iterator[object]:
+    from tests.ollama_server import OllamaTestServer
+
+    with OllamaTestServer() as server:
+        yield server
