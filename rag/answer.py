@@ -253,10 +253,18 @@ class Pipeline:
                 out.append(h)
         return sorted(out, key=lambda h: (-(h.relevance >= 1.0), -h.score))
 
+    def prime(self, papers: list[Paper]) -> None:
+        """Load the stored sentence vectors of these papers into the judge's cache."""
+        stored = self.retriever.store.sentences([p.paper_id for p in papers])
+        for p in papers:
+            if p.paper_id in stored:
+                self.judge.prime(p.abstract, *stored[p.paper_id])
+
     def list_members(self, question: str, filters: Filters | None) -> list[PaperHit]:
         """Every paper whose abstract has a sentence on the question's topic (not just top k)."""
         topic = topic_of(question)
         pool = self.retriever.search(topic, 60, filters)
+        self.prime([h.paper for h in pool])
         qvec = self.retriever.embed_query(topic)
         words = content_words(topic) - _QUESTION_STOP
         scored = []
@@ -392,7 +400,19 @@ class Pipeline:
                 on_notice(text)
 
         client = self.llm(model) if mode != "none" else None
-        standalone = self.condense(question, history or [], client if mode == "ollama" else None)
+        try:
+            return self._answer(question, k, mode, strict, filters, history or [], judge,
+                                client, on_token, notice, notices, started)
+        finally:
+            if client is not None:
+                client.close()
+
+    def _answer(self, question: str, k: int, mode: str, strict: bool, filters: Filters | None,
+                history: list[dict[str, str]], judge: str, client: Ollama | None,
+                on_token: Callable[[str], None] | None, notice: Callable[[str], None],
+                notices: list[str], started: float) -> Answer:
+        llm_client = client
+        standalone = self.condense(question, history, client if mode == "ollama" else None)
 
         t0 = time.perf_counter()
         self._refresh_names()
@@ -404,6 +424,8 @@ class Pipeline:
         else:
             chosen = relevant[:k]
         sources = [Source(i, h.paper, h.relevance) for i, h in enumerate(chosen, 1)]
+        if not list_q:
+            self.prime([s.paper for s in sources])
         timings = {"retrieve": (time.perf_counter() - t0) * 1000}
 
         t1 = time.perf_counter()
@@ -432,7 +454,7 @@ class Pipeline:
         timings["generate"] = (time.perf_counter() - t1) * 1000
 
         t2 = time.perf_counter()
-        result = self._check(text, sources, strict, judge, client)
+        result = self._check(text, sources, strict, judge, llm_client)
         timings["check"] = (time.perf_counter() - t2) * 1000
         timings["total"] = (time.perf_counter() - started) * 1000
         result_text, used, checks, dropped, abstained = result

@@ -18,6 +18,7 @@ from pathlib import Path
 
 from rag.config import Settings
 from rag.corpus import FileResult, Paper, expand_paths, merge_papers, read_file
+from rag.corpus.text import split_sentences
 from rag.embed import get_embedder
 from rag.errors import IndexStoreError, InputError, ParseError
 from rag.store import Chunk, Store
@@ -32,13 +33,15 @@ class IngestReport:
     unchanged: int = 0
     removed: int = 0
     chunks: int = 0
+    sentences: int = 0
     skipped: list[str] = field(default_factory=list)
     seconds: float = 0.0
 
     def summary(self) -> str:
         text = (
             f"{self.files} file(s), {self.papers} papers: {self.new} new, {self.changed} changed, "
-            f"{self.unchanged} unchanged, {self.removed} removed; {self.chunks} chunks embedded "
+            f"{self.unchanged} unchanged, {self.removed} removed; {self.chunks} chunks and "
+            f"{self.sentences} sentences embedded "
             f"in {self.seconds:.1f} s"
         )
         if self.skipped:
@@ -155,22 +158,32 @@ def ingest(
             splitter = _splitter(settings)
             embedder = get_embedder(settings.model_cache, settings.embed_threads)
             planned = {src: [(p, make_chunks(p, splitter)) for p in ps] for src, ps in todo.items()}
+            sentences = {p.paper_id: split_sentences(p.abstract) or [p.abstract]
+                         for ps in todo.values() for p in ps}
             total = sum(len(c) for ps in planned.values() for _, c in ps)
+            total += sum(len(v) for v in sentences.values())
             from tqdm import tqdm
 
             with tqdm(total=total, unit="chunk", desc="embedding", file=sys.stderr,
                       disable=not show_progress, dynamic_ncols=True) as bar:
                 for src, items in planned.items():
                     texts = [embed_text(p, c) for p, cs in items for c in cs]
-                    vectors = embedder.embed(texts, settings.embed_batch, bar.update)
-                    rows, at = [], 0
+                    sents = [s for p, _ in items for s in sentences[p.paper_id]]
+                    vectors = embedder.embed(texts + sents, settings.embed_batch, bar.update)
+                    rows, sent_rows, at = [], [], 0
                     for paper, chunks in items:
                         rows.append((paper, chunks, vectors[at : at + len(chunks)]))
                         at += len(chunks)
+                    for paper, _ in items:
+                        n = len(sentences[paper.paper_id])
+                        sent_rows.append((paper.paper_id, sentences[paper.paper_id], vectors[at : at + n]))
+                        at += n
                     # One write per file: its chunks land together.
-                    store.write(rows, delete_papers=[g for g in gone if states[g][3] == src])
+                    store.write(rows, delete_papers=[g for g in gone if states[g][3] == src],
+                                sentences=sent_rows)
                     gone -= {g for g in gone if states[g][3] == src}
                     report.chunks += len(texts)
+                    report.sentences += len(sents)
         if gone:
             store.write([], delete_papers=gone)
     report.seconds = time.perf_counter() - started

@@ -59,6 +59,10 @@ def strip_markers(text: str) -> str:
     return _MARKER.sub("", text).strip()
 
 
+_sentence_cache: dict[str, tuple[list[str], np.ndarray]] = {}
+_cache_lock = threading.Lock()
+
+
 @dataclass
 class Support:
     supported: bool
@@ -79,20 +83,25 @@ class Judge:
         self.threshold = threshold
         # Names of the corpus's systems: one of them in a sentence must be in the cited abstract.
         self.known_names = {n.lower() for n in known_names or () if len(n) >= 3}
-        self._cache: dict[str, tuple[list[str], np.ndarray]] = {}
-        self._lock = threading.Lock()
 
     def sentences(self, abstract: str) -> tuple[list[str], np.ndarray]:
-        with self._lock:
-            hit = self._cache.get(abstract)
+        """An abstract's sentences and their vectors (cached for the whole process)."""
+        with _cache_lock:
+            hit = _sentence_cache.get(abstract)
         if hit is None:
             sents = split_sentences(abstract) or [abstract]
             hit = (sents, self.embedder.embed(sents))
-            with self._lock:
-                if len(self._cache) > 20000:
-                    self._cache.clear()
-                self._cache[abstract] = hit
+            with _cache_lock:
+                if len(_sentence_cache) > 20000:
+                    _sentence_cache.clear()
+                _sentence_cache[abstract] = hit
         return hit
+
+    def prime(self, abstract: str, sents: list[str], vectors: np.ndarray) -> None:
+        """Seed the cache with sentences embedded at ingest time."""
+        if len(sents) == len(vectors) and sents:
+            with _cache_lock:
+                _sentence_cache[abstract] = (sents, vectors)
 
     def score_one(self, claim: str, vector: np.ndarray, abstract: str, title: str = "") -> Support:
         sents, vecs = self.sentences(abstract)

@@ -32,6 +32,15 @@ class Ollama:
         self.timeout = timeout
         self.client = ollama.Client(host=host, timeout=timeout)
 
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> Ollama:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
     @property
     def options(self) -> dict[str, Any]:
         return {"temperature": 0, "num_ctx": self.num_ctx, "seed": 0}

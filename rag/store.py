@@ -105,6 +105,12 @@ class Store:
         self.name = collection_name(settings)
         self.client = _client(settings)
         try:
+            # Abstract sentences with their vectors, embedded at ingest: the judge and the
+            # offline answerer compare against them, and must not embed them per question.
+            self.sentences_collection = self.client.get_or_create_collection(
+                name=f"{self.name}-sentences", embedding_function=None,
+                configuration={"hnsw": {"space": "cosine"}},
+            )
             self.collection = self.client.get_or_create_collection(
                 name=self.name,
                 embedding_function=None,  # never Chroma's default: it downloads a model
@@ -172,6 +178,23 @@ class Store:
             return None
         return Paper.from_dict(json.loads(page["metadatas"][0]["paper"]))
 
+    def sentences(self, paper_ids: list[str]) -> dict[str, tuple[list[str], np.ndarray]]:
+        """Stored abstract sentences and vectors of these papers, in abstract order."""
+        if not paper_ids:
+            return {}
+        where: dict[str, Any] = (
+            {"paper_id": {"$in": paper_ids}} if len(paper_ids) > 1 else {"paper_id": paper_ids[0]}
+        )
+        page = self.sentences_collection.get(where=where, include=["documents", "metadatas", "embeddings"])
+        rows: dict[str, list[tuple[int, str, Any]]] = {}
+        for doc, meta, vec in zip(page["documents"], page["metadatas"], page["embeddings"], strict=True):
+            rows.setdefault(meta["paper_id"], []).append((meta["n"], doc, vec))
+        out = {}
+        for pid, items in rows.items():
+            items.sort(key=lambda t: t[0])
+            out[pid] = ([t[1] for t in items], np.asarray([t[2] for t in items], dtype=np.float32))
+        return out
+
     def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[Hit]:
         n = min(n, self.count())
         if n <= 0:
@@ -194,6 +217,7 @@ class Store:
         self,
         papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]],
         delete_papers: Iterable[str] = (),
+        sentences: Sequence[tuple[str, list[str], np.ndarray]] = (),
     ) -> None:
         """Replace the chunks of the given papers and delete others.
 
@@ -222,8 +246,17 @@ class Store:
             extra = [i for i in stale if i not in keep]
             if extra:
                 self.collection.delete(ids=extra)
+        for pid, sents, svecs in sentences:
+            self.sentences_collection.delete(where={"paper_id": pid})
+            if sents:
+                self.sentences_collection.add(
+                    ids=[f"{pid}#s{i}" for i in range(len(sents))], documents=list(sents),
+                    metadatas=[{"paper_id": pid, "n": i} for i in range(len(sents))],
+                    embeddings=np.asarray(svecs, dtype=np.float32),
+                )
         for pid in delete_papers:
             self.collection.delete(where={"paper_id": pid})
+            self.sentences_collection.delete(where={"paper_id": pid})
         self._bump()
 
     def _bump(self) -> None:
