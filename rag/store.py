@@ -219,11 +219,22 @@ class Store:
         delete_papers: Iterable[str] = (),
         sentences: Sequence[tuple[str, list[str], np.ndarray]] = (),
     ) -> None:
-        """Replace the chunks of the given papers and delete others.
+        """Replace the chunks (and sentence vectors) of the given papers and delete others.
 
-        Chunk ids are deterministic (paper_id#n) and upserted, and a paper's stale chunks
-        are deleted after, so re-running an interrupted write converges to the right state.
+        Safe to interrupt at any point and run again: the version is bumped first, so no
+        reader keeps a cache of the old state; sentences are written before chunks, and a
+        paper counts as stored only when all its chunks carry its content hash; chunk ids
+        are deterministic (paper_id#n) and upserted, and stale ones deleted last.
         """
+        self._bump()
+        for pid, sents, svecs in sentences:
+            self.sentences_collection.delete(where={"paper_id": pid})
+            if sents:
+                self.sentences_collection.add(
+                    ids=[f"{pid}#s{i}" for i in range(len(sents))], documents=list(sents),
+                    metadatas=[{"paper_id": pid, "n": i} for i in range(len(sents))],
+                    embeddings=np.asarray(svecs, dtype=np.float32),
+                )
         ids: list[str] = []
         docs: list[str] = []
         metas: list[dict[str, Any]] = []
@@ -246,14 +257,6 @@ class Store:
             extra = [i for i in stale if i not in keep]
             if extra:
                 self.collection.delete(ids=extra)
-        for pid, sents, svecs in sentences:
-            self.sentences_collection.delete(where={"paper_id": pid})
-            if sents:
-                self.sentences_collection.add(
-                    ids=[f"{pid}#s{i}" for i in range(len(sents))], documents=list(sents),
-                    metadatas=[{"paper_id": pid, "n": i} for i in range(len(sents))],
-                    embeddings=np.asarray(svecs, dtype=np.float32),
-                )
         for pid in delete_papers:
             self.collection.delete(where={"paper_id": pid})
             self.sentences_collection.delete(where={"paper_id": pid})
