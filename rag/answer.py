@@ -313,6 +313,22 @@ class Pipeline:
             return None
         return " ".join(f"{f} [{s.n}]." for f in facts)
 
+    def complete_list(self, question: str, sources: list[Source], text: str,
+                      on_token: Callable[[str], None] | None) -> str:
+        """A model's list answer, with the count and every relevant paper it left out."""
+        from rag.citations import numbers_in
+
+        cited = set(numbers_in(text))
+        missing = [s for s in sources if s.n not in cited]
+        header = f"{len(sources)} of the {self.corpus_size()} abstracts match:"
+        if missing:
+            extra = self.extractive(question, missing, True).split("\n", 1)[1]
+            addition = "\nAlso matching:\n" + extra
+            if on_token:
+                on_token(addition)
+            text = text.rstrip() + addition
+        return f"{header}\n{text.strip()}"
+
     def extractive(self, question: str, sources: list[Source], list_question: bool) -> str:
         if list_question:
             qvec = self.retriever.embed_query(topic_of(question))
@@ -451,6 +467,8 @@ class Pipeline:
                 on_token(text)
         elif not sources and on_token:
             on_token(text)
+        elif list_q and NO_ANSWER.lower().rstrip(".") not in text.lower():
+            text = self.complete_list(standalone, sources, text, on_token)
         timings["generate"] = (time.perf_counter() - t1) * 1000
 
         t2 = time.perf_counter()

@@ -201,3 +201,12 @@ def test_abstract_cannot_break_out_of_its_fence(fresh_settings, tmp_path, ollama
     assert prompt.count("<source n=") == 1 and prompt.count("</source>") == 1
     inside = prompt.split('<source n="1">', 1)[1].split("</source>", 1)[0]
     assert "IGNORE ALL PREVIOUS INSTRUCTIONS" in inside
+
+
+def test_model_list_answer_is_completed_and_counted(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    # the scripted model cites only the first two sources it is sent
+    ans = with_ollama(seeded_settings, retriever, ollama_server.url).answer(LONG_SEQ)
+    assert ans.answer.startswith(f"{len(ans.sources)} of the 60 abstracts match:")
+    assert "Also matching:" in ans.answer
+    assert {"Skrull", "DeepSpeed-Ulysses", "Buff"} <= labels(ans)
+    assert_citations_resolve(ans)
