@@ -181,7 +181,14 @@ class Retriever:
                  embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.store = store or Store(settings)
-        self.embedder = embedder or get_embedder(settings.model_cache, settings.embed_threads)
+        self._embedder = embedder
+
+    @property
+    def embedder(self) -> Embedder:
+        """Loaded on first use: listing or showing papers needs no model (~1 s saved)."""
+        if self._embedder is None:
+            self._embedder = get_embedder(self.settings.model_cache, self.settings.embed_threads)
+        return self._embedder
 
     def snapshot(self) -> Snapshot:
         return load_snapshot(self.store, self.settings)
@@ -216,8 +223,8 @@ class Retriever:
         paper_of = snap.chunk_paper
         hits: dict[str, PaperHit] = {}
         for cid, score in sorted(fused.items(), key=lambda kv: -kv[1]):
-            pid = paper_of.get(cid)
-            paper = snap.papers.get(pid) if pid else None
+            pid = paper_of.get(cid, "")
+            paper = snap.papers.get(pid)
             if paper is None:  # written after the snapshot was taken
                 continue
             hit = hits.get(pid)
