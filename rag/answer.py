@@ -58,6 +58,12 @@ _META = re.compile(
 )
 
 
+# Words that ask nothing in particular: "What does X do?" asks for a summary of X.
+_GENERIC = content_words(
+    "what does do did work works working purpose goal goals main idea ideas about propose "
+    "proposes proposed offer offers contribution contributions tell me describe summary summarise "
+    "summarize explain overview key point points is are was were it its"
+) | _QUESTION_STOP
 _CONTRIBUTION = re.compile(r"\bwe (?:propose|present|introduce|design|develop|build)\b", re.I)
 
 
@@ -102,6 +108,7 @@ class Answer:
     sentences: list[SentenceCheck]
     dropped_citations: int = 0
     incomplete: bool = False
+    error: dict[str, str] | None = None  # why the answer is incomplete: {"message", "hint"}
     notices: list[str] = field(default_factory=list)
     list_question: bool = False
     matched: int = 0  # papers judged relevant
@@ -136,6 +143,7 @@ class Answer:
             ],
             "dropped_citations": self.dropped_citations,
             "incomplete": self.incomplete,
+            "error": self.error,
             "list_question": self.list_question,
             "matched": self.matched,
             "corpus_size": self.corpus_size,
@@ -313,6 +321,9 @@ class Pipeline:
             return None
         return " ".join(f"{f} [{s.n}]." for f in facts)
 
+    def list_header(self, sources: list[Source]) -> str:
+        return f"{len(sources)} of the {self.corpus_size()} abstracts match:"
+
     def complete_list(self, question: str, sources: list[Source], text: str,
                       on_token: Callable[[str], None] | None) -> str:
         """A model's list answer, with the count and every relevant paper it left out."""
@@ -320,7 +331,7 @@ class Pipeline:
 
         cited = set(numbers_in(text))
         missing = [s for s in sources if s.n not in cited]
-        header = f"{len(sources)} of the {self.corpus_size()} abstracts match:"
+        header = self.list_header(sources)
         if missing:
             extra = self.extractive(question, missing, True).split("\n", 1)[1]
             addition = "\nAlso matching:\n" + extra
@@ -329,10 +340,19 @@ class Pipeline:
             text = text.rstrip() + addition
         return f"{header}\n{text.strip()}"
 
+    def summary(self, source: Source) -> str:
+        """For 'What does X do?': what the paper proposes and what it reports, in its words."""
+        sents = split_sentences(source.paper.abstract)
+        pick = [s for s in sents if _CONTRIBUTION.search(s) or source.name.lower() in s.lower()][:2]
+        results = [s for s in sents if re.search(r"\d", s) and s not in pick][-1:]
+        chosen = [s for s in sents if s in pick + results] or sents[:2]
+        text = " ".join(strip_markers(s).rstrip(".") + f" [{source.n}]." for s in chosen)
+        return text if source.name.lower() in text.lower() else f"{source.name}: {text}"
+
     def extractive(self, question: str, sources: list[Source], list_question: bool) -> str:
         if list_question:
             qvec = self.retriever.embed_query(topic_of(question))
-            lines = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"]
+            lines = [self.list_header(sources)]
             for s in sources:
                 # The sentence that says what the paper contributes reads best in a list.
                 score, sent = max(
@@ -350,6 +370,10 @@ class Pipeline:
         for s in sources:
             if s.relevance >= 1.0:
                 aspect = re.sub(rf"(?i)(?<![\w-]){re.escape(s.name)}(?![\w-])", " ", aspect)
+        if not content_words(aspect) - _GENERIC:
+            named = [s for s in sources if s.relevance >= 1.0]
+            if named:
+                return self.summary(named[0])
         qvec = self.retriever.embed_query(aspect)
         scored = [
             (score, sent, s) for s in sources[:3]
@@ -447,13 +471,17 @@ class Pipeline:
         t1 = time.perf_counter()
         answerer = "extractive"
         incomplete = False
+        error = None
         text = NO_ANSWER
         if sources and client is not None:
             try:
+                if list_q and on_token:  # the count comes first, as in the final answer
+                    on_token(self.list_header(sources) + "\n")
                 text = self._generate(client, standalone, sources, on_token)
                 answerer = f"ollama:{client.model}"
             except StreamBroken as exc:
                 text, incomplete, answerer = exc.partial, True, f"ollama:{client.model}"
+                error = {"message": exc.message, "hint": exc.hint}
                 notice(f"{exc.message} — the answer below is incomplete")
             except (LLMUnavailable, ModelNotFound) as exc:
                 if mode == "ollama":
@@ -479,7 +507,7 @@ class Pipeline:
         return Answer(
             question=question, standalone_question=standalone, answer=result_text,
             abstained=abstained, answerer=answerer, sources=used, sentences=checks,
-            dropped_citations=dropped, incomplete=incomplete, notices=notices,
+            dropped_citations=dropped, incomplete=incomplete, error=error, notices=notices,
             list_question=list_q, matched=len(relevant if not list_q else sources),
             corpus_size=self.corpus_size(), timings_ms=timings,
         )

@@ -3,13 +3,22 @@
 from __future__ import annotations
 
 import string
+import sys
 from dataclasses import dataclass
 from functools import lru_cache
 from pathlib import Path
 
 from rag.errors import RagError
 
-PROMPTS_DIR = Path(__file__).resolve().parent.parent / "prompts"
+def _prompts_dir() -> Path:
+    """prompts/ of the checkout (editable installs), else the copy `pip install .` puts in
+    <prefix>/share/rag/prompts (pyproject's data-files)."""
+    checkout = Path(__file__).resolve().parent.parent / "prompts"
+    installed = Path(sys.prefix) / "share" / "rag" / "prompts"
+    return checkout if checkout.is_dir() or not installed.is_dir() else installed
+
+
+PROMPTS_DIR = _prompts_dir()
 NO_ANSWER = "The provided abstracts do not answer this question."
 
 # Each template and exactly the placeholders it must use.

@@ -56,6 +56,9 @@ class Filters:
             else:
                 f.year_from = int(m.group(1)) if m.group(1) else None
                 f.year_to = int(m.group(2)) if m.group(2) else None
+                if f.year_from and f.year_to and f.year_from > f.year_to:
+                    raise InputError(f"year range {text!r} ends before it starts",
+                                     f"did you mean {f.year_to}-{f.year_from}?")
         return f
 
     def active(self) -> bool:
@@ -176,12 +179,54 @@ def _fuse(rankings: list[list[str]]) -> dict[str, float]:
     return fused
 
 
+_QUERY_WORD = re.compile(r"[\w²³⁴⁺]+(?:-[\w²³⁴⁺]+)*")
+
+
+def paper_names(paper: Paper) -> set[str]:
+    """What a query may call a paper by: the system name it proposes ('PASCL') or the short
+    head of its title ('Tutel' for 'Tutel: Adaptive Mixture-of-Experts at Scale')."""
+    names = set()
+    if paper.title:
+        head = paper.title.split(":", 1)[0].strip()
+        if ":" in paper.title and 1 <= len(head.split()) <= 3:
+            names.add(head)
+    elif len(paper.label.split()) == 1 and not paper.label.endswith("…"):
+        names.add(paper.label)
+    return {normalise(n) for n in names if len(n) >= 3}
+
+
+class _Names:
+    """Paper names of one snapshot, and the chunks of each paper."""
+
+    def __init__(self, snap: Snapshot) -> None:
+        self.snap = snap
+        self.papers: dict[str, list[str]] = {}
+        for pid, paper in snap.papers.items():
+            for name in paper_names(paper):
+                self.papers.setdefault(name, []).append(pid)
+        self.chunks: dict[str, list[str]] = {}
+        for cid in snap.chunk_ids:
+            self.chunks.setdefault(snap.chunk_paper[cid], []).append(cid)
+
+    def named_in(self, query: str) -> list[str]:
+        """Papers whose name the query spells out exactly (case-sensitive, whole words)."""
+        words = _QUERY_WORD.findall(normalise(query))
+        out: list[str] = []
+        for n in (1, 2, 3):
+            for i in range(len(words) - n + 1):
+                for pid in self.papers.get(" ".join(words[i : i + n]), []):
+                    if pid not in out:
+                        out.append(pid)
+        return out
+
+
 class Retriever:
     def __init__(self, settings: Settings, store: Store | None = None,
                  embedder: Embedder | None = None) -> None:
         self.settings = settings
         self.store = store or Store(settings)
         self._embedder = embedder
+        self._names: _Names | None = None
 
     @property
     def embedder(self) -> Embedder:
@@ -212,12 +257,24 @@ class Retriever:
             where = {"paper_id": {"$in": sorted(allowed)}} if len(allowed) > 1 else {
                 "paper_id": next(iter(allowed))}
         vector = self.embed_query(query)
-        dense = self.store.query(vector, DENSE_POOL, where)
+        dense = self.store.query(vector, DENSE_POOL, where, total=len(snap.chunk_ids))
         bm25 = [
             (cid, s) for cid, s in snap.bm25_ranking(query, DENSE_POOL * 4)
             if allowed is None or snap.chunk_paper[cid] in allowed
         ][:DENSE_POOL]
         fused = _fuse([[h.chunk_id for h in dense], [cid for cid, _ in bm25]])
+        # A third ranking: papers the query names ("How does PASCL work?"). The dense model
+        # does not know such names, and RRF lets its confident-looking but unrelated top hit
+        # tie with BM25's exact match; this puts a named paper first, as users expect.
+        if self._names is None or self._names.snap is not snap:
+            self._names = _Names(snap)
+        named = [
+            max(self._names.chunks.get(pid, []), key=lambda c: fused.get(c, 0.0))
+            for pid in self._names.named_in(query)
+            if (allowed is None or pid in allowed) and self._names.chunks.get(pid)
+        ]
+        if named:
+            fused = _fuse([[h.chunk_id for h in dense], [cid for cid, _ in bm25], named])
 
         similarity = {h.chunk_id: h.similarity for h in dense}
         paper_of = snap.chunk_paper

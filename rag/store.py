@@ -11,6 +11,7 @@ from __future__ import annotations
 import json
 import logging
 import re
+import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
@@ -28,6 +29,7 @@ log = logging.getLogger(__name__)
 CHUNK_RECIPE = "title+chunk/v1"  # bump when the text that is embedded changes
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,40}$")
 _BATCH = 2000  # stay under Chroma's max batch size
+VERSION_TTL = 1.0
 
 
 @dataclass
@@ -103,6 +105,7 @@ class Store:
     def __init__(self, settings: Settings) -> None:
         self.settings = settings
         self.name = collection_name(settings)
+        self._version: tuple[int, float] | None = None
         self.client = _client(settings)
         try:
             # Abstract sentences with their vectors, embedded at ingest: the judge and the
@@ -133,9 +136,16 @@ class Store:
 
     @property
     def version(self) -> int:
-        """Changes on every write; readers key caches (BM25) on it."""
-        meta = self.client.get_collection(self.name, embedding_function=None).metadata or {}
-        return int(meta.get("version", 0))
+        """Changes on every write; readers key caches (BM25) on it.
+
+        Read from the store at most every VERSION_TTL seconds: a query asks several times,
+        and a replica may see another's write that much later.
+        """
+        now = time.monotonic()
+        if self._version is None or now - self._version[1] > VERSION_TTL:
+            meta = self.client.get_collection(self.name, embedding_function=None).metadata or {}
+            self._version = (int(meta.get("version", 0)), now)
+        return self._version[0]
 
     def _get_all(self, include: list[str], where: dict[str, Any] | None = None) -> dict[str, Any]:
         out: dict[str, list[Any]] = {"ids": [], **{k: [] for k in include}}
@@ -195,8 +205,10 @@ class Store:
             out[pid] = ([t[1] for t in items], np.asarray([t[2] for t in items], dtype=np.float32))
         return out
 
-    def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None) -> list[Hit]:
-        n = min(n, self.count())
+    def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None,
+              total: int | None = None) -> list[Hit]:
+        """Nearest chunks; `total` (the chunk count, if the caller knows it) saves a count."""
+        n = min(n, self.count() if total is None else total)
         if n <= 0:
             return []
         res = self.collection.query(
@@ -263,6 +275,7 @@ class Store:
         self._bump()
 
     def _bump(self) -> None:
+        self._version = None
         meta = dict(self.collection.metadata or {})
         meta["version"] = int(meta.get("version", 0)) + 1
         self.collection.modify(metadata=meta)

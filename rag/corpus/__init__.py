@@ -57,6 +57,11 @@ def expand_paths(paths: list[Path]) -> list[Path]:
 def _decode(data: bytes, source: str) -> str:
     if not data.strip():
         raise ParseError(source, None, "file is empty", "point at a file with abstracts in it")
+    if data[:2] in (b"\xff\xfe", b"\xfe\xff"):
+        raise ParseError(
+            source, None, "file is UTF-16 text, not UTF-8",
+            f"convert it, e.g. `iconv -f utf-16 -t utf-8 {source}`",
+        )
     if b"\x00" in data[:65536]:
         raise ParseError(source, None, "file is binary, not text", LAYOUT_HELP)
     try:
@@ -104,7 +109,8 @@ def read_file(path: Path) -> FileResult:
                       sha(text))
 
 
-_VENUE = re.compile(r"\b([A-Z][A-Za-z]*[A-Z][A-Za-z\-]*)\s?'?(\d{4}|\d{2})\b")
+# Bounded: with `*` a long run of capitals in a comment line took quadratic time.
+_VENUE = re.compile(r"\b([A-Z][A-Za-z]{0,20}[A-Z][A-Za-z\-]{0,20})\s?'?(\d{4}|\d{2})\b")
 
 
 def infer_metadata(paper: Paper) -> None:

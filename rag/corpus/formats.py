@@ -54,6 +54,7 @@ def _paper(
 ) -> Paper:
     abstract = clean_latex(" ".join(abstract.split()))
     title = clean_latex(" ".join(title.split())) if title else None
+    title = title or None  # a blank title is no title
     return Paper(
         paper_id=make_paper_id(arxiv_id, title, abstract),
         abstract=abstract,
@@ -65,24 +66,70 @@ def _paper(
     )
 
 
+def _other_layout(line: str, layout: str) -> str | None:
+    """What another layout's line looks like, if `line` clearly is one: a file holds one layout,
+    and without this check such a line was silently glued onto the abstract before it."""
+    if layout != "abstract-lines" and line.startswith("Abstract:"):
+        return "an `Abstract:` line"
+    if layout in ("abstract-lines", "conference-listing"):
+        arxiv = _ARXIV_LINE.match(line)
+        if arxiv and split_arxiv_id(arxiv.group(1)):
+            return "an arXiv id line"
+        if _CREATED.match(line):
+            return "an arXiv export `Created:` line"
+    if layout == "abstract-lines":
+        if _CONF_ENTRY.match(line):
+            return "a conference listing entry (`#N Title`)"
+        if _AUTHORS.match(line):
+            return "a conference listing `Authors:` line"
+    if line.startswith("{") and line.endswith("}"):
+        return "a JSON Lines record"
+    return None
+
+
+def _mixed(path: str, no: int, line: str, what: str, layout: str) -> ParseError:
+    return ParseError(
+        path, no, f"{what} (`{line[:40]}`) in a file in the {layout} layout",
+        "a file holds one layout: split it into one file per layout",
+    )
+
+
 def parse_abstract_lines(text: str, path: str) -> Parsed:
     """Layout 1: one `Abstract:` line per paper; other non-blank lines continue it."""
     papers: list[Paper] = []
     problems: list[ParseError] = []
+    current: tuple[int, list[str]] | None = None
+    foreign = False  # inside a line of another layout: its continuation lines are not ours
+
+    def close() -> None:
+        if current is None:
+            return
+        start, body = current
+        if body:
+            papers.append(_paper(" ".join(body), line=start))
+        else:
+            problems.append(ParseError(path, start, "`Abstract:` line with no text"))
+
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         if not line:
             continue
         if line.startswith("Abstract:"):
+            close()
             body = line[len("Abstract:") :].strip()
-            papers.append(_paper(body, line=no))
-            if not body:
-                problems.append(ParseError(path, no, "`Abstract:` line with no text"))
-        elif papers:
-            papers[-1].abstract += " " + clean_latex(line)
-        else:
+            current, foreign = (no, [body] if body else []), False
+            continue
+        what = _other_layout(line, "abstract-lines")
+        if what:
+            close()
+            current, foreign = None, True
+            problems.append(_mixed(path, no, line, what, "`Abstract:` lines"))
+        elif current is not None:
+            current[1].append(line)
+        elif not foreign:
             problems.append(ParseError(path, no, "text before the first `Abstract:` line"))
-    return [p for p in papers if p.abstract], problems
+    close()
+    return papers, problems
 
 
 def parse_conference(text: str, path: str) -> Parsed:
@@ -114,17 +161,28 @@ def parse_conference(text: str, path: str) -> Parsed:
         if m:
             close()
             title = _CONF_TAGS.sub("", m.group(2)).strip()
-            entry = {"n": int(m.group(1)), "title": title, "authors": [], "body": [], "line": no}
+            entry = {"n": m.group(1), "title": title, "authors": [], "body": [], "line": no,
+                     "foreign": False}
             continue
         if entry is None:
             header = _VENUE_HEADER.match(line)
             if header:
                 venue, year = header.group(1).upper(), int(header.group(2))
             continue
+        if not line:
+            continue
         authors = _AUTHORS.match(line)
-        if authors and not entry["authors"] and not entry["body"]:
+        what = _other_layout(line, "conference-listing")
+        if what == "an `Abstract:` line" and not entry["body"] and not entry["foreign"]:
+            what = None  # `Abstract: ...` opening an entry's own abstract
+        if what:
+            entry["foreign"] = True
+            problems.append(_mixed(path, no, line, what, "conference listing"))
+        elif entry["foreign"]:
+            continue  # the rest of another layout's record
+        elif authors and not entry["authors"] and not entry["body"]:
             entry["authors"] = [a.strip() for a in authors.group(1).split(",") if a.strip()]
-        elif line:
+        else:
             entry["body"].append(line)
     close()
     for p in papers:
@@ -145,6 +203,10 @@ def parse_arxiv_listing(text: str, path: str) -> Parsed:
     for no, raw in enumerate(text.splitlines(), 1):
         line = raw.strip()
         m = _ARXIV_LINE.match(line)
+        what = _other_layout(line, "arxiv-listing") if line and not m else None
+        if what:
+            problems.append(_mixed(path, no, line, what, "arXiv listing"))
+            continue
         if not m:
             if line:
                 if not block:
@@ -196,10 +258,21 @@ def parse_arxiv_export(text: str, path: str) -> Parsed:
             blocks.append((start, current))
             current = []
     pending: list[tuple[int, list[str]]] = []
+    poisoned = False
     for start, lines in blocks:
         m = _ARXIV_LINE.match(lines[0])
         if not m:
-            pending.append((start, lines))
+            odd = [(i, ln, w) for i, ln in enumerate(lines)
+                   if (w := _other_layout(ln, "arxiv-export"))]
+            if odd:
+                i, ln, what = odd[0]
+                problems.append(_mixed(path, start + i, ln, what, "arXiv export"))
+                pending, poisoned = [], True  # this record is reported: skip to its id line
+            elif not poisoned:
+                pending.append((start, lines))
+            continue
+        if poisoned:
+            poisoned = False
             continue
         split = split_arxiv_id(m.group(1))
         if split is None or not pending:
@@ -226,8 +299,8 @@ def parse_arxiv_export(text: str, path: str) -> Parsed:
                    line=abs_start)
         )
         pending = []
-    for start, _ in pending:
-        problems.append(ParseError(path, start, "block is followed by no `arXiv:ID` line"))
+    if pending:  # one record (abstract and comment blocks), reported once
+        problems.append(ParseError(path, pending[0][0], "block is followed by no `arXiv:ID` line"))
     return papers, problems
 
 
@@ -257,9 +330,13 @@ def _json_record(obj: Any, path: str, no: int) -> Paper:
         raise ParseError(path, no, "field `authors` should be a list of strings")
     year = obj.get("year")
     if isinstance(year, str):
-        if not year.strip().isdigit():
-            raise ParseError(path, no, f"field `year` should be a number, got {year!r}")
+        # ASCII digits only: "²".isdigit() is true but int("²") raised ValueError
+        if not re.fullmatch(r"[0-9]{1,9}", year.strip()):
+            raise ParseError(path, no, f"field `year` should be a number, got {year[:20]!r}")
         year = int(year)
+    if isinstance(year, bool) or (year is not None and not 1000 <= year <= 9999):
+        # a huge int would also overflow the index's integer metadata
+        raise ParseError(path, no, f"field `year` should be a four-digit year, got {year!r}")
     arxiv = obj.get("arxiv_id")
     if arxiv:
         split = split_arxiv_id(arxiv.removeprefix("arXiv:"))
@@ -285,7 +362,11 @@ def parse_jsonl(text: str, path: str) -> Parsed:
         try:
             obj = json.loads(line)
         except json.JSONDecodeError as exc:
-            problems.append(ParseError(path, no, f"not valid JSON ({exc.msg} at column {exc.colno})"))
+            problems.append(ParseError(path, no, f"not valid JSON ({exc.msg} at column {exc.colno})",
+                                       "JSON Lines hold one complete JSON object per line"))
+            continue
+        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; [[[[... nested
+            problems.append(ParseError(path, no, f"JSON that cannot be read ({str(exc)[:80]})"))
             continue
         try:
             papers.append(_json_record(obj, path, no))

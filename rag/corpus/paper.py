@@ -42,6 +42,10 @@ class Paper:
 
     def merge(self, other: Paper) -> None:
         """Fill this record's empty fields from another record of the same paper."""
+        if (not self.arxiv_id and other.arxiv_id
+                and self.paper_id == make_paper_id(None, self.title, self.abstract)):
+            # The id is the arXiv id whenever one is known, whichever file came first.
+            self.paper_id = other.arxiv_id
         for f in fields(self):
             if f.name in ("paper_id", "source", "position", "line"):
                 continue

@@ -1,0 +1,300 @@
+"""Request and response models of the HTTP API (they are what the OpenAPI schema documents).
+
+Response models mirror the JSON the CLI prints (`rag ask --json`, `rag search --json`,
+`rag papers --json`); they allow extra fields so that a field the pipeline adds later is passed
+through rather than silently dropped.
+"""
+
+from __future__ import annotations
+
+from typing import Any, Literal
+
+from pydantic import BaseModel, ConfigDict, Field, field_validator
+
+from rag.answer import MAX_QUESTION
+
+MAX_K = 50
+MAX_MESSAGES = 50
+MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
+
+
+class _Public(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+
+# -- errors ----------------------------------------------------------------------------------
+
+
+class ErrorPublic(_Public):
+    """Every failure: what went wrong and what to do about it."""
+
+    error: str = Field(description="What went wrong.")
+    hint: str = Field("", description="What to do about it.")
+    type: str = Field("RagError", description="Error class (InputError, LLMUnavailable, ...).")
+
+
+class FieldErrorPublic(_Public):
+    loc: list[str | int] = Field(description="Where the bad value is, e.g. ['body', 'question'].")
+    msg: str
+    type: str
+
+
+class ValidationErrorPublic(ErrorPublic):
+    """A 422: the request breaks a limit; `fields` names the offending fields."""
+
+    fields: list[str] = Field(description="Dotted names of the offending fields, e.g. 'question'.")
+    detail: list[FieldErrorPublic]
+
+
+# -- answers ---------------------------------------------------------------------------------
+
+
+class CitationPublic(_Public):
+    n: int = Field(description="The number used by the [n] markers of the answer.")
+    paper_id: str
+    title: str | None
+    label: str
+    authors: list[str]
+    venue: str | None
+    year: int | None
+    source: str
+    arxiv_id: str | None
+    quote: str = Field(description="The abstract sentence that best supports a claim citing it.")
+    abstract: str
+
+
+class SentencePublic(_Public):
+    text: str
+    citations: list[int]
+    supported: bool = Field(description="Whether the cited abstracts support the sentence.")
+    support: float
+    quote: str
+
+
+class AnswerPublic(_Public):
+    """The object `rag ask --json` prints."""
+
+    question: str
+    standalone_question: str = Field(description="The question after condensing a follow-up.")
+    answer: str = Field(description="The answer text with [n] citation markers.")
+    abstained: bool
+    answerer: str = Field(description="'extractive' (offline) or 'ollama:<model>'.")
+    citations: list[CitationPublic]
+    sentences: list[SentencePublic]
+    dropped_citations: int
+    incomplete: bool
+    error: dict[str, str] | None = Field(
+        None, description="Why the answer is incomplete (the model's stream broke off): message, hint."
+    )
+    list_question: bool
+    matched: int
+    corpus_size: int
+    notices: list[str]
+    timings_ms: dict[str, float]
+
+
+class _Filters(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
+    year: str | int | None = Field(None, description="A year or range: 2023, 2022-2023, 2022-, -2023.")
+    source: str | None = Field(None, max_length=500, description="Source file path contains this.")
+
+    @field_validator("year")
+    @classmethod
+    def _short_year(cls, v: str | int | None) -> str | int | None:
+        if isinstance(v, str) and len(v) > 20:
+            raise ValueError("a year or range is at most 20 characters")
+        return v
+
+
+class _AnswerOptions(_Filters):
+    k: int | None = Field(None, ge=1, le=MAX_K, description="Papers to answer from (default 8).")
+    llm: Literal["auto", "ollama", "none"] | None = Field(
+        None, description="auto: Ollama if running, else offline; none: offline; ollama: only Ollama."
+    )
+    model: str | None = Field(None, min_length=1, max_length=200, description="Ollama model.")
+    strict: bool = Field(False, description="Drop sentences their citations do not support.")
+    filters: _Filters | None = Field(None, description="venue/year/source (or give them at the top level).")
+
+    def filter_values(self) -> tuple[str | None, str | int | None, str | None]:
+        nested = self.filters or _Filters()
+        return (self.venue or nested.venue, self.year if self.year is not None else nested.year,
+                self.source or nested.source)
+
+
+class AskRequest(_AnswerOptions):
+    """The options of `rag ask`; filters go at the top level or in `filters`."""
+
+    question: str = Field(min_length=1, max_length=MAX_QUESTION)
+
+
+class ChatMessage(BaseModel):
+    model_config = ConfigDict(extra="forbid")
+
+    role: Literal["user", "assistant", "system"]
+    content: str = Field(max_length=MAX_MESSAGE_CHARS)
+
+
+class ChatRequest(_AnswerOptions):
+    messages: list[ChatMessage] = Field(
+        min_length=1, max_length=MAX_MESSAGES,
+        description="The conversation so far; the last message is the user's question.",
+    )
+    stream: bool = Field(False, description="Answer as server-sent events (token, final, error).")
+
+
+# -- search and papers -----------------------------------------------------------------------
+
+
+class SearchHitPublic(_Public):
+    rank: int
+    paper_id: str
+    title: str | None
+    label: str
+    authors: list[str]
+    venue: str | None
+    year: int | None
+    arxiv_id: str | None
+    source: str
+    score: float
+    relevance: float
+    abstract: str
+    matched: list[str]
+
+
+class SearchResultsPublic(_Public):
+    """The object `rag search --json` prints."""
+
+    query: str
+    index: str
+    results: list[SearchHitPublic]
+
+
+class PaperPublic(_Public):
+    paper_id: str
+    abstract: str
+    title: str | None = None
+    label: str = ""
+    authors: list[str] = []
+    arxiv_id: str | None = None
+    doi: str | None = None
+    journal_ref: str | None = None
+    venue: str | None = None
+    year: int | None = None
+    date: str | None = None
+    comments: list[str] = []
+    source: str = ""
+    position: int = 0
+
+
+class PaperListPublic(_Public):
+    """The object `rag papers --json` prints."""
+
+    papers: list[PaperPublic]
+
+
+# -- health ----------------------------------------------------------------------------------
+
+
+class OllamaStatusPublic(_Public):
+    host: str
+    model: str
+    reachable: bool
+    model_present: bool
+    error: str | None = None
+
+
+class HealthPublic(_Public):
+    status: Literal["ok"]
+    version: str
+    index: str
+    papers: int
+    chunks: int
+    embedding_model: str
+    llm: str = Field(description="The default answerer mode (auto, ollama, none).")
+    ollama: OllamaStatusPublic
+    auth_required: bool
+
+
+# -- OpenAI-compatible -----------------------------------------------------------------------
+
+
+class OpenAIContentPart(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    type: str
+    text: str | None = None
+
+
+class OpenAIMessage(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    role: Literal["system", "developer", "user", "assistant", "tool", "function"]
+    content: str | list[OpenAIContentPart] | None = None
+
+    @field_validator("content")
+    @classmethod
+    def _not_huge(cls, v: str | list[OpenAIContentPart] | None) -> Any:
+        if isinstance(v, str) and len(v) > MAX_MESSAGE_CHARS:
+            raise ValueError(f"a message is at most {MAX_MESSAGE_CHARS} characters")
+        return v
+
+    def text(self) -> str:
+        if isinstance(self.content, list):
+            return "\n".join(p.text or "" for p in self.content if p.type == "text")
+        return self.content or ""
+
+
+class ChatCompletionRequest(_Filters):
+    """OpenAI's chat completion request; unknown OpenAI fields (temperature, ...) are ignored."""
+
+    model_config = ConfigDict(extra="allow")
+
+    model: str = Field("rag", description="'rag', 'rag-offline' or 'rag:<ollama model>'.")
+    messages: list[OpenAIMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    stream: bool = False
+    k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
+    strict: bool = Field(False, description="rag extension: drop unsupported sentences.")
+
+
+class AssistantMessagePublic(_Public):
+    role: Literal["assistant"]
+    content: str
+
+
+class ChoicePublic(_Public):
+    index: int
+    message: AssistantMessagePublic
+    finish_reason: str
+
+
+class UsagePublic(_Public):
+    prompt_tokens: int
+    completion_tokens: int
+    total_tokens: int
+
+
+class ChatCompletionPublic(_Public):
+    """An OpenAI chat completion, plus `references` (the cited papers) and `rag` (the answer)."""
+
+    id: str
+    object: Literal["chat.completion"]
+    created: int
+    model: str
+    choices: list[ChoicePublic]
+    usage: UsagePublic
+    references: list[CitationPublic] = Field(description="The papers the [n] markers cite.")
+    rag: dict[str, Any] = Field(description="answerer, abstained, incomplete, notices, sentences.")
+
+
+class ModelPublic(_Public):
+    id: str
+    object: Literal["model"]
+    created: int
+    owned_by: str
+
+
+class ModelListPublic(_Public):
+    object: Literal["list"]
+    data: list[ModelPublic]

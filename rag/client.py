@@ -1,0 +1,104 @@
+"""A thin HTTP client for a running `rag serve`, used by the CLI when RAG_SERVER_URL is set.
+
+`remote_search` and `remote_ask` return exactly the objects `rag search --json` and
+`rag ask --json` print locally. The server's errors come back as the same RagError classes
+(so the CLI's exit codes match), and a server that cannot be reached is a RagError with a hint.
+"""
+
+from __future__ import annotations
+
+from typing import Any
+
+import httpx
+
+from rag import errors as rag_errors
+from rag.config import Settings
+from rag.errors import InputError, LLMError, RagError
+
+CONNECT_TIMEOUT = 5.0
+
+
+def _headers(settings: Settings) -> dict[str, str]:
+    headers = {"Accept": "application/json"}
+    if settings.api_key:
+        headers["Authorization"] = f"Bearer {settings.api_key}"
+    return headers
+
+
+def _error_from(resp: httpx.Response, url: str) -> RagError:
+    """The RagError a non-2xx response stands for (same class as the server raised)."""
+    try:
+        body = resp.json()
+    except ValueError:
+        body = None
+    if isinstance(body, dict) and isinstance(body.get("error"), str):
+        message, hint, name = body["error"], str(body.get("hint") or ""), str(body.get("type") or "")
+    else:
+        message, hint, name = f"the rag server at {url} answered {resp.status_code}", "", ""
+    if resp.status_code == 401:
+        return InputError(message, "set RAG_API_KEY to the server's key")
+    cls = getattr(rag_errors, name, None)
+    if isinstance(cls, type) and issubclass(cls, RagError) and cls.__init__ is RagError.__init__:
+        return cls(message, hint)
+    if resp.status_code in (400, 404, 422):
+        return InputError(message, hint)
+    if resp.status_code == 503:
+        return LLMError(message, hint)
+    return RagError(message, hint)
+
+
+def _request(settings: Settings, method: str, path: str, *, read_timeout: float,
+             **kwargs: Any) -> dict[str, Any]:
+    base = (settings.server_url or "").rstrip("/")
+    if not base.startswith(("http://", "https://")):
+        raise InputError(f"RAG_SERVER_URL {settings.server_url!r} is not an http(s) URL",
+                         "set it like http://127.0.0.1:8000, or unset it to work locally")
+    url = base + path
+    timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
+    try:
+        with httpx.Client(timeout=timeout, headers=_headers(settings)) as client:
+            resp = client.request(method, url, **kwargs)
+    except httpx.ConnectError as exc:
+        raise RagError(f"cannot connect to the rag server at {base} ({exc})",
+                       "start it with `rag serve`, or unset RAG_SERVER_URL to work locally") from exc
+    except httpx.TimeoutException as exc:
+        raise RagError(f"the rag server at {base} did not answer within {read_timeout:.0f} s",
+                       "check the server's log; unset RAG_SERVER_URL to work locally") from exc
+    except httpx.HTTPError as exc:
+        raise RagError(f"talking to the rag server at {base} failed: {exc}",
+                       "check RAG_SERVER_URL and the server's log") from exc
+    if resp.status_code >= 400:
+        raise _error_from(resp, base)
+    try:
+        data = resp.json()
+    except ValueError as exc:
+        raise RagError(f"the server at {base} did not answer with JSON",
+                       "is RAG_SERVER_URL pointing at `rag serve`?") from exc
+    if not isinstance(data, dict):
+        raise RagError(f"the server at {base} sent an unexpected answer",
+                       "is RAG_SERVER_URL pointing at `rag serve`?")
+    return data
+
+
+def _filters(venue: str | None, year: str | int | None, source: str | None) -> dict[str, Any]:
+    return {k: v for k, v in (("venue", venue), ("year", year), ("source", source)) if v not in (None, "")}
+
+
+def remote_search(settings: Settings, query: str, k: int, venue: str | None = None,
+                  year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
+    """GET /search: the object `rag search --json` prints."""
+    params = {"q": query, "k": k, **_filters(venue, year, source)}
+    return _request(settings, "GET", "/search", params=params, read_timeout=60.0)
+
+
+def remote_ask(settings: Settings, question: str, k: int | None = None, llm: str | None = None,
+               model: str | None = None, strict: bool = False, venue: str | None = None,
+               year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
+    """POST /ask: the object `rag ask --json` prints."""
+    body: dict[str, Any] = {"question": question, "strict": strict, **_filters(venue, year, source)}
+    for key, value in (("k", k), ("llm", llm), ("model", model)):
+        if value is not None:
+            body[key] = value
+    # An LLM answer may take the model's whole timeout, plus retrieval and checking.
+    return _request(settings, "POST", "/ask", json=body,
+                    read_timeout=max(60.0, settings.llm_timeout + 60.0))

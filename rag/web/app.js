@@ -1,0 +1,437 @@
+// The chat page of `rag serve`. Plain JS, no build step.
+//
+// Safety rule: every piece of text that comes from the server (answers, abstracts, titles,
+// errors) is inserted with textContent / createTextNode, never as HTML. Nothing here uses
+// innerHTML, insertAdjacentHTML or document.write.
+"use strict";
+
+const MARKER = /\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]/g;
+const MAX_HISTORY = 20; // earlier messages sent with a question (the server allows 50)
+const MAX_HISTORY_CHARS = 4000;
+
+const $ = (id) => document.getElementById(id);
+const state = { messages: [], busy: false, apiKey: sessionStorage.getItem("rag-api-key") || "" };
+
+// -- small DOM helpers ----------------------------------------------------------------------
+
+function el(tag, className, ...children) {
+  const node = document.createElement(tag);
+  if (className) node.className = className;
+  for (const child of children) {
+    if (child === null || child === undefined || child === "") continue;
+    node.appendChild(typeof child === "string" ? document.createTextNode(child) : child);
+  }
+  return node;
+}
+
+function text(s) {
+  return document.createTextNode(String(s));
+}
+
+function headers(json) {
+  const h = {};
+  if (json) h["Content-Type"] = "application/json";
+  if (state.apiKey) h["Authorization"] = "Bearer " + state.apiKey;
+  return h;
+}
+
+function scrollToBottom() {
+  const conv = $("conversation");
+  const last = conv.lastElementChild;
+  if (last) last.scrollIntoView({ block: "end", behavior: "smooth" });
+}
+
+// -- server-sent events over fetch ----------------------------------------------------------
+
+async function* readEvents(response) {
+  const reader = response.body.getReader();
+  const decoder = new TextDecoder();
+  let buffer = "";
+  for (;;) {
+    const { value, done } = await reader.read();
+    if (value) buffer += decoder.decode(value, { stream: true });
+    buffer = buffer.replace(/\r\n/g, "\n");
+    let cut;
+    while ((cut = buffer.indexOf("\n\n")) >= 0) {
+      const block = buffer.slice(0, cut);
+      buffer = buffer.slice(cut + 2);
+      let event = "message";
+      const data = [];
+      for (const line of block.split("\n")) {
+        if (line.startsWith("event:")) event = line.slice(6).trim();
+        else if (line.startsWith("data:")) data.push(line.slice(5).replace(/^ /, ""));
+      }
+      if (data.length) yield { event, data: JSON.parse(data.join("\n")) };
+    }
+    if (done) return;
+  }
+}
+
+// -- rendering an answer ----------------------------------------------------------------------
+
+function findQuote(abstract, quote) {
+  // [start, end] of the quote in the abstract: exact, else ignoring case and spacing.
+  if (!quote) return null;
+  const at = abstract.indexOf(quote);
+  if (at >= 0) return [at, at + quote.length];
+  const words = quote.replace(/\[\d+(?:,\s*\d+)*\]/g, " ").trim().split(/\s+/).filter(Boolean);
+  if (!words.length) return null;
+  const escaped = words.map((w) => w.replace(/[.*+?^${}()|[\]\\]/g, "\\$&"));
+  const m = new RegExp(escaped.join("\\s+"), "i").exec(abstract);
+  return m ? [m.index, m.index + m[0].length] : null;
+}
+
+function lead(abstract, words = 16) {
+  const all = (abstract || "").split(/\s+/);
+  return all.slice(0, words).join(" ") + (all.length > words ? " …" : "");
+}
+
+function basename(path) {
+  return (path || "").split(/[\\/]/).pop();
+}
+
+function metaLine(c) {
+  const bits = [];
+  if (c.authors && c.authors.length) {
+    bits.push(c.authors.slice(0, 4).join(", ") + (c.authors.length > 4 ? " et al." : ""));
+  }
+  const venue = [c.venue, c.year].filter((x) => x !== null && x !== undefined && x !== "").join(" ");
+  if (venue) bits.push(venue);
+  if (c.arxiv_id) bits.push("arXiv:" + c.arxiv_id);
+  return bits.join(" · ");
+}
+
+function openSource(turn, n, sentence) {
+  const c = turn.result.citations.find((x) => x.n === n);
+  if (!c) return;
+  const viewer = $("viewer");
+  viewer.hidden = false;
+  $("viewer-n").textContent = "Source [" + n + "]";
+  $("viewer-title").textContent = c.title || c.label || c.paper_id;
+  const meta = metaLine(c);
+  $("viewer-meta").textContent = [meta, "id " + c.paper_id, basename(c.source)]
+    .filter(Boolean).join(" · ");
+
+  const abstract = $("viewer-abstract");
+  abstract.textContent = "";
+  const candidates = [sentence && sentence.quote, c.quote];
+  let span = null;
+  for (const q of candidates) {
+    span = findQuote(c.abstract, q);
+    if (span) break;
+  }
+  const note = $("viewer-quote-note");
+  if (span) {
+    abstract.appendChild(text(c.abstract.slice(0, span[0])));
+    abstract.appendChild(el("mark", "quote", c.abstract.slice(span[0], span[1])));
+    abstract.appendChild(text(c.abstract.slice(span[1])));
+    note.textContent = sentence
+      ? "Highlighted: the passage that supports the sentence you clicked."
+      : "Highlighted: the passage the answer relies on.";
+  } else {
+    abstract.appendChild(text(c.abstract));
+    note.textContent = sentence && !sentence.supported
+      ? "No passage of this abstract supports the sentence you clicked."
+      : "";
+  }
+  for (const active of document.querySelectorAll(".sentence.active")) active.classList.remove("active");
+  if (sentence && sentence.node) sentence.node.classList.add("active");
+  const mark = abstract.querySelector("mark");
+  if (window.matchMedia("(max-width: 900px)").matches) viewer.scrollIntoView({ behavior: "smooth" });
+  else if (mark) mark.scrollIntoView({ block: "nearest" });
+}
+
+function appendWithMarkers(parent, s, turn, sentence) {
+  // Text with its [n] / [n, m] markers turned into buttons that open the abstracts.
+  let last = 0;
+  MARKER.lastIndex = 0;
+  let m;
+  while ((m = MARKER.exec(s)) !== null) {
+    if (m.index > last) parent.appendChild(text(s.slice(last, m.index)));
+    const group = el("span", "cite-group", "[");
+    m[1].split(",").map((x) => parseInt(x, 10)).forEach((n, i) => {
+      if (i) group.appendChild(text(", "));
+      const known = turn.result.citations.some((c) => c.n === n);
+      const button = el("button", "cite", String(n));
+      button.type = "button";
+      button.dataset.n = String(n);
+      button.disabled = !known;
+      button.title = known ? "Open the abstract of source " + n : "No such source";
+      button.addEventListener("click", () => openSource(turn, n, sentence));
+      group.appendChild(button);
+    });
+    group.appendChild(text("]"));
+    parent.appendChild(group);
+    last = m.index + m[0].length;
+  }
+  if (last < s.length) parent.appendChild(text(s.slice(last)));
+}
+
+function sentenceNode(s, turn) {
+  const node = el("span", "sentence " + (s.supported ? "supported" : "unsupported"));
+  s.node = node;
+  appendWithMarkers(node, s.text, turn, s);
+  if (!s.supported) {
+    node.title = "Not supported by the cited abstract(s)";
+    node.appendChild(el("span", "badge", "not supported"));
+  }
+  return node;
+}
+
+function renderAnswerText(container, turn) {
+  const { answer, sentences } = turn.result;
+  container.textContent = "";
+  // Place each checked sentence where it occurs in the answer; text between them (list
+  // headers, bullets, line breaks) is kept as it is.
+  const placed = [];
+  let cursor = 0;
+  for (const s of sentences) {
+    const at = answer.indexOf(s.text, cursor);
+    if (at < 0) {
+      placed.length = 0;
+      break;
+    }
+    placed.push([at, s]);
+    cursor = at + s.text.length;
+  }
+  if (sentences.length && !placed.length) {
+    sentences.forEach((s, i) => {
+      if (i) container.appendChild(text(" "));
+      container.appendChild(sentenceNode(s, turn));
+    });
+    return;
+  }
+  cursor = 0;
+  for (const [at, s] of placed) {
+    appendWithMarkers(container, answer.slice(cursor, at), turn, null);
+    container.appendChild(sentenceNode(s, turn));
+    cursor = at + s.text.length;
+  }
+  appendWithMarkers(container, answer.slice(cursor), turn, null);
+}
+
+function renderReferences(turn) {
+  const list = el("ol", "references");
+  for (const c of turn.result.citations) {
+    const button = el("button", "cite ref-n", String(c.n));
+    button.type = "button";
+    button.dataset.n = String(c.n);
+    button.title = "Open the abstract";
+    button.addEventListener("click", () => openSource(turn, c.n, null));
+    const item = el("li", "reference", el("span", "ref-marker", "[", button, "]"));
+    const body = el("span", "ref-body", el("span", "ref-label", c.label || c.paper_id));
+    if (c.title && c.title !== c.label) body.appendChild(el("span", "ref-title", c.title));
+    else if (!c.title) body.appendChild(el("span", "ref-lead", lead(c.abstract)));
+    const meta = metaLine(c);
+    if (meta) body.appendChild(el("span", "ref-meta", meta));
+    item.appendChild(body);
+    list.appendChild(item);
+  }
+  return el("section", "refs", el("h3", null, "References"), list);
+}
+
+function renderFinal(turn) {
+  const r = turn.result;
+  const box = turn.answer;
+  box.classList.remove("streaming");
+  box.classList.add("final");
+  if (r.abstained) box.classList.add("abstained");
+  turn.status.textContent = "";
+  renderAnswerText(turn.text, turn);
+
+  const notes = turn.notes;
+  notes.textContent = "";
+  if (r.answerer === "extractive") {
+    notes.appendChild(el("p", "note offline-note",
+      "Answered offline, from the abstracts' own sentences: no language model was used."));
+  }
+  for (const n of r.notices) notes.appendChild(el("p", "note notice", n));
+  const unsupported = r.sentences.filter((s) => !s.supported).length;
+  if (unsupported) {
+    notes.appendChild(el("p", "note unsupported-note",
+      unsupported + (unsupported === 1 ? " sentence is" : " sentences are") +
+      " not supported by the abstracts it cites (marked)."));
+  }
+  if (r.dropped_citations) {
+    notes.appendChild(el("p", "note", r.dropped_citations + " citation(s) to no source were removed."));
+  }
+  if (r.citations.length) box.appendChild(renderReferences(turn));
+  const answerer = r.answerer === "extractive" ? "offline" : r.answerer.replace(/^ollama:/, "");
+  const total = r.timings_ms && r.timings_ms.total ? " · " + (r.timings_ms.total / 1000).toFixed(1) + " s" : "";
+  box.appendChild(el("p", "answer-meta", answerer + total));
+}
+
+function showError(turn, err) {
+  turn.answer.classList.remove("streaming");
+  turn.answer.classList.add("failed");
+  turn.status.textContent = "";
+  if (err.partial && err.partial.answer) {
+    turn.text.textContent = err.partial.answer;
+  }
+  for (const note of turn.notes.querySelectorAll(".notice")) {
+    if (err.message && note.textContent.startsWith(err.message)) note.remove();
+  }
+  const box = el("div", "error", el("strong", null, err.incomplete ? "The answer is incomplete: " : "Error: "),
+    err.message || "something went wrong");
+  if (err.hint) box.appendChild(el("p", "hint", err.hint));
+  turn.notes.appendChild(box);
+}
+
+// -- asking ----------------------------------------------------------------------------------
+
+function newTurn(question) {
+  $("empty").hidden = true;
+  const turn = {};
+  turn.text = el("div", "answer-text");
+  turn.status = el("p", "answer-status", "Searching the abstracts…");
+  turn.notes = el("div", "notes");
+  turn.answer = el("div", "answer streaming", turn.status, turn.text, turn.notes);
+  turn.root = el("article", "turn", el("div", "question", question), turn.answer);
+  $("conversation").appendChild(turn.root);
+  scrollToBottom();
+  return turn;
+}
+
+function requestBody(question) {
+  const history = state.messages.slice(-MAX_HISTORY).map((m) => ({
+    role: m.role, content: m.content.slice(0, MAX_HISTORY_CHARS),
+  }));
+  const body = { messages: [...history, { role: "user", content: question }], stream: true };
+  body.llm = $("llm").value;
+  const venue = $("venue").value.trim();
+  const year = $("year").value.trim();
+  if (venue) body.venue = venue;
+  if (year) body.year = year;
+  return body;
+}
+
+async function errorFrom(response) {
+  try {
+    const body = await response.json();
+    if (typeof body.error === "string") return { message: body.error, hint: body.hint };
+  } catch (_) { /* not JSON */ }
+  return { message: "the server answered " + response.status, hint: "" };
+}
+
+async function ask(question) {
+  if (state.busy) return;
+  state.busy = true;
+  $("send").disabled = true;
+  const turn = newTurn(question);
+  let finished = false;
+  try {
+    const response = await fetch("/chat", {
+      method: "POST", headers: headers(true), body: JSON.stringify(requestBody(question)),
+    });
+    if (response.status === 401) {
+      $("key-form").hidden = false;
+      $("api-key").focus();
+    }
+    if (!response.ok) {
+      showError(turn, await errorFrom(response));
+      finished = true;
+      return;
+    }
+    for await (const { event, data } of readEvents(response)) {
+      if (event === "token") {
+        turn.status.textContent = "";
+        turn.text.appendChild(text(data.text));
+      } else if (event === "notice") {
+        turn.notes.appendChild(el("p", "note notice", data.message));
+      } else if (event === "final") {
+        turn.result = data;
+        renderFinal(turn);
+        state.messages.push({ role: "user", content: question },
+          { role: "assistant", content: data.answer });
+        finished = true;
+      } else if (event === "error") {
+        showError(turn, data);
+        finished = true;
+      }
+    }
+    if (!finished) {
+      showError(turn, { message: "the connection closed before the answer was complete",
+        hint: "ask again; if it keeps happening, check the server's log", incomplete: true });
+    }
+  } catch (err) {
+    showError(turn, { message: "could not reach the server (" + err.message + ")",
+      hint: "is `rag serve` still running?" });
+  } finally {
+    state.busy = false;
+    $("send").disabled = false;
+    scrollToBottom();
+  }
+}
+
+// -- start-up --------------------------------------------------------------------------------
+
+async function loadStatus() {
+  try {
+    const health = await (await fetch("/health")).json();
+    $("corpus-size").textContent = String(health.papers);
+    const o = health.ollama;
+    $("status").textContent = o.model_present
+      ? "Ollama: " + o.model + " ready"
+      : (o.reachable ? "Ollama has no " + o.model + ": answers are offline"
+        : "Ollama not running: answers are offline");
+    $("status").classList.toggle("offline", !o.model_present);
+    if (health.auth_required && !state.apiKey) $("key-form").hidden = false;
+  } catch (_) {
+    $("status").textContent = "server not reachable";
+  }
+}
+
+async function loadPapers() {
+  let papers;
+  try {
+    const response = await fetch("/papers", { headers: headers(false) });
+    if (!response.ok) return;
+    papers = (await response.json()).papers;
+  } catch (_) {
+    return;
+  }
+  const venues = [...new Set(papers.map((p) => p.venue).filter(Boolean))].sort();
+  const list = $("venues");
+  list.textContent = "";
+  for (const v of venues) {
+    const option = document.createElement("option");
+    option.value = v;
+    list.appendChild(option);
+  }
+}
+
+function init() {
+  $("ask-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    const q = $("question").value.trim();
+    if (!q) return;
+    $("question").value = "";
+    ask(q);
+  });
+  $("question").addEventListener("keydown", (event) => {
+    if (event.key === "Enter" && !event.shiftKey && !event.isComposing) {
+      event.preventDefault();
+      $("ask-form").requestSubmit();
+    }
+  });
+  $("new-chat").addEventListener("click", () => {
+    state.messages = [];
+    $("conversation").textContent = "";
+    $("viewer").hidden = true;
+    $("empty").hidden = false;
+    $("question").focus();
+  });
+  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; });
+  $("key-form").addEventListener("submit", (event) => {
+    event.preventDefault();
+    state.apiKey = $("api-key").value.trim();
+    sessionStorage.setItem("rag-api-key", state.apiKey);
+    $("key-form").hidden = true;
+    loadPapers();
+  });
+  loadStatus();
+  loadPapers();
+  $("question").focus();
+}
+
+init();

@@ -1,0 +1,366 @@
+"""The HTTP API in-process (FastAPI's TestClient) over the real seeded index, offline answerer."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import pytest
+from fastapi.testclient import TestClient
+
+from rag.api import create_app
+from tests.conftest import run_rag
+
+FACT_Q = "How much faster is Skrull than DeepSpeed?"
+KEY = "s3cret-key"
+
+
+@pytest.fixture(scope="module")
+def client(seeded_settings) -> Iterator[TestClient]:  # type: ignore[no-untyped-def]
+    with TestClient(create_app(seeded_settings)) as c:
+        yield c
+
+
+@pytest.fixture(scope="module")
+def keyed(seeded_settings, client) -> Iterator[TestClient]:  # type: ignore[no-untyped-def]
+    """An app that requires a bearer token, sharing the loaded pipeline."""
+    settings = seeded_settings.model_copy(update={"api_key": KEY})
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        yield c
+
+
+def sse(text: str) -> list[tuple[str, Any]]:
+    events = []
+    for block in text.strip().split("\n\n"):
+        lines = block.split("\n")
+        kind = next(ln[6:].strip() for ln in lines if ln.startswith("event:"))
+        data = "\n".join(ln[5:].lstrip() for ln in lines if ln.startswith("data:"))
+        events.append((kind, json.loads(data)))
+    return events
+
+
+def same_shape(a: Any, b: Any) -> bool:
+    """Same keys all the way down (values may differ)."""
+    if isinstance(a, dict) and isinstance(b, dict):
+        return a.keys() == b.keys() and all(same_shape(a[k], b[k]) for k in a)
+    if isinstance(a, list) and isinstance(b, list):
+        return all(same_shape(x, y) for x, y in zip(a, b, strict=False))
+    return True
+
+
+# -- /health, /papers ----------------------------------------------------------------------
+
+
+def test_health(client: TestClient, seeded_settings) -> None:  # type: ignore[no-untyped-def]
+    body = client.get("/health").json()
+    assert body["status"] == "ok" and body["index"] == seeded_settings.index
+    assert body["papers"] == 60 and body["chunks"] >= 60
+    assert body["embedding_model"] == "all-MiniLM-L6-v2" and body["version"]
+    # conftest points OLLAMA_HOST at a closed port: reported, never a failure
+    assert body["ollama"]["reachable"] is False and body["ollama"]["model_present"] is False
+    assert "not running" in body["ollama"]["error"]
+    assert body["auth_required"] is False
+
+
+def test_papers_and_one_paper(client: TestClient) -> None:
+    papers = client.get("/papers").json()["papers"]
+    assert len(papers) == 60 and len({p["paper_id"] for p in papers}) == 60
+    first = papers[0]
+    got = client.get(f"/papers/{first['paper_id']}")
+    assert got.status_code == 200 and got.json() == first
+
+
+def test_unknown_paper_is_a_clear_404(client: TestClient) -> None:
+    resp = client.get("/papers/no-such-paper")
+    assert resp.status_code == 404
+    body = resp.json()
+    assert "no-such-paper" in body["error"] and "/papers" in body["hint"] and body["type"] == "NotFound"
+
+
+# -- /ask and /search agree with the CLI ----------------------------------------------------------
+
+
+def test_ask_returns_what_rag_ask_json_prints(client: TestClient, seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    resp = client.post("/ask", json={"question": FACT_Q, "llm": "none"})
+    assert resp.status_code == 200
+    api = resp.json()
+    cli = run_rag("ask", "--json", "--llm", "none", FACT_Q, cwd=tmp_path,
+                  env={"RAG_HOME": str(seeded_settings.home)})
+    assert cli.returncode == 0, cli.stderr
+    local = json.loads(cli.stdout)
+    assert list(api) == list(local) and same_shape(api, local)
+    api.pop("timings_ms"), local.pop("timings_ms")
+    assert api == local
+    assert "3.76x" in api["answer"] and api["answerer"] == "extractive"
+
+
+def test_search_equals_rag_search_json(client: TestClient, seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    q = "dynamic data scheduling for long-context fine-tuning"
+    api = client.get("/search", params={"q": q, "k": 5}).json()
+    cli = run_rag("search", "--json", "-k", "5", q, cwd=tmp_path,
+                  env={"RAG_HOME": str(seeded_settings.home)})
+    assert cli.returncode == 0, cli.stderr
+    assert api == json.loads(cli.stdout)
+    assert api["results"][0]["label"] == "Skrull"
+
+
+def test_search_filters(client: TestClient) -> None:
+    hits = client.get("/search", params={"q": "training", "k": 50, "year": "2023"}).json()["results"]
+    assert hits and all(h["year"] == 2023 for h in hits)
+    resp = client.get("/search", params={"q": "training", "year": "soon"})
+    assert resp.status_code == 400
+    assert "year" in resp.json()["error"] and resp.json()["type"] == "InputError"
+
+
+def test_ask_with_filters_in_either_place(client: TestClient) -> None:
+    flat = client.post("/ask", json={"question": FACT_Q, "year": "1990"}).json()
+    nested = client.post("/ask", json={"question": FACT_Q, "filters": {"year": "1990"}}).json()
+    assert flat["abstained"] and nested["abstained"]
+
+
+# -- /chat ----------------------------------------------------------------------------------------
+
+
+def test_chat_without_streaming_is_the_ask_object(client: TestClient) -> None:
+    chat = client.post("/chat", json={"messages": [{"role": "user", "content": FACT_Q}]}).json()
+    ask = client.post("/ask", json={"question": FACT_Q}).json()
+    chat.pop("timings_ms"), ask.pop("timings_ms")
+    assert chat == ask
+
+
+def test_chat_stream_sends_tokens_then_one_final_event(client: TestClient) -> None:
+    with client.stream("POST", "/chat", json={
+            "messages": [{"role": "user", "content": FACT_Q}], "stream": True}) as resp:
+        assert resp.status_code == 200
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        events = sse(resp.read().decode())
+    kinds = [k for k, _ in events]
+    assert kinds[0] == "token" and kinds[-1] == "final" and kinds.count("final") == 1
+    final = events[-1][1]
+    assert "".join(d["text"] for k, d in events if k == "token").split() == final["answer"].split()
+    assert final["citations"] and final["sentences"] and final["answerer"] == "extractive"
+
+
+def test_chat_follow_up_is_condensed(client: TestClient) -> None:
+    body = client.post("/chat", json={"messages": [
+        {"role": "user", "content": "What is Skrull?"},
+        {"role": "assistant", "content": "Skrull is a data scheduler [1]."},
+        {"role": "user", "content": "How much faster is it than DeepSpeed?"},
+    ]}).json()
+    assert "Skrull" in body["standalone_question"] and "3.76x" in body["answer"]
+
+
+def test_llm_failures_are_503_with_a_hint(client: TestClient) -> None:
+    # Ollama is not running (conftest): with llm=ollama that is an error, not a fallback.
+    for path, body in [("/ask", {"question": FACT_Q, "llm": "ollama"}),
+                       ("/chat", {"messages": [{"role": "user", "content": FACT_Q}],
+                                  "llm": "ollama", "stream": True})]:
+        resp = client.post(path, json=body)
+        assert resp.status_code == 503, path
+        err = resp.json()
+        assert "not running" in err["error"] and "ollama serve" in err["hint"]
+        assert err["type"] == "LLMUnavailable"
+
+
+def test_auto_falls_back_offline_with_a_notice(client: TestClient) -> None:
+    body = client.post("/ask", json={"question": FACT_Q, "llm": "auto"}).json()
+    assert body["answerer"] == "extractive" and any("not running" in n for n in body["notices"])
+
+
+def test_bad_input_is_400(client: TestClient) -> None:
+    resp = client.post("/ask", json={"question": "   "})
+    assert resp.status_code == 400
+    assert resp.json()["error"] == "the question is empty" and resp.json()["hint"]
+
+
+# -- limits: 422 naming the field -----------------------------------------------------------------
+
+MSG = {"role": "user", "content": "hi"}
+LIMITS = [
+    ("post", "/ask", {"question": "x" * 2001}, "question"),
+    ("post", "/ask", {"question": ""}, "question"),
+    ("post", "/ask", {}, "question"),
+    ("post", "/ask", {"question": "hi", "k": 0}, "k"),
+    ("post", "/ask", {"question": "hi", "k": 51}, "k"),
+    ("post", "/ask", {"question": "hi", "llm": "gpt"}, "llm"),
+    ("post", "/ask", {"question": "hi", "colour": "red"}, "colour"),
+    ("post", "/chat", {"messages": [MSG] * 51}, "messages"),
+    ("post", "/chat", {"messages": []}, "messages"),
+    ("post", "/chat", {"messages": [{"role": "user", "content": "x" * 2001}]}, "messages.0.content"),
+    ("post", "/chat", {"messages": [MSG, {"role": "assistant", "content": "a"}]}, "messages.1.role"),
+    ("post", "/chat", {"messages": [{"role": "robot", "content": "a"}]}, "messages.0.role"),
+    ("post", "/chat", {"messages": [MSG], "k": 100}, "k"),
+    ("get", "/search", {"k": 3}, "q"),
+    ("get", "/search", {"q": "x" * 2001}, "q"),
+    ("get", "/search", {"q": "x", "k": 51}, "k"),
+    ("get", "/search", {"q": "x", "k": 0}, "k"),
+]
+
+
+@pytest.mark.parametrize(("method", "path", "payload", "field"), LIMITS,
+                         ids=[f"{p}-{f}-{i}" for i, (_, p, _, f) in enumerate(LIMITS)])
+def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: str,
+                                         payload: dict[str, Any], field: str) -> None:
+    resp = client.get(path, params=payload) if method == "get" else client.post(path, json=payload)
+    assert resp.status_code == 422
+    body = resp.json()
+    assert field in body["fields"], body
+    assert field.split(".")[0] in body["error"] and body["hint"]
+    assert all("loc" in d and "msg" in d for d in body["detail"])
+    assert all(set(d) == {"loc", "msg", "type"} for d in body["detail"])
+    assert "x" * 100 not in resp.text  # no echo of a 2,000-character input
+
+
+def test_openai_limits_are_422_naming_the_field(client: TestClient) -> None:
+    resp = client.post("/v1/chat/completions", json={"model": "rag", "messages": [MSG] * 51})
+    assert resp.status_code == 422
+    assert resp.json()["error"]["fields"] == ["messages"]
+    assert resp.json()["error"]["param"] == "messages"
+
+
+# -- auth, CORS, errors ---------------------------------------------------------------------------
+
+
+def test_bearer_token_is_required_when_set(keyed: TestClient) -> None:
+    protected = [("get", "/papers", None), ("get", "/papers/x", None),
+                 ("get", "/search?q=x", None), ("post", "/ask", {"question": FACT_Q}),
+                 ("post", "/chat", {"messages": [MSG]}), ("get", "/v1/models", None),
+                 ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG]})]
+    for method, path, body in protected:
+        for headers in ({}, {"Authorization": "Bearer wrong"}, {"Authorization": KEY}):
+            resp = keyed.request(method, path, json=body, headers=headers)
+            assert resp.status_code == 401, (path, headers)
+            assert resp.headers["www-authenticate"] == "Bearer"
+            err = resp.json()["error"]
+            assert "API key" in (err["message"] if path.startswith("/v1") else err)
+    ok = {"Authorization": f"Bearer {KEY}"}
+    assert keyed.get("/papers", headers=ok).status_code == 200
+    assert keyed.post("/ask", json={"question": FACT_Q}, headers=ok).status_code == 200
+    # /health and the page need no key
+    assert keyed.get("/health").json()["auth_required"] is True
+    assert keyed.get("/").status_code == 200 and keyed.get("/static/app.js").status_code == 200
+
+
+def test_cors_origins_from_settings(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
+    settings = seeded_settings.model_copy(update={"cors_origins": "http://a.example, http://b.example"})
+    preflight = {"Access-Control-Request-Method": "POST",
+                 "Access-Control-Request-Headers": "authorization,content-type"}
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        ok = c.options("/ask", headers={"Origin": "http://b.example", **preflight})
+        assert ok.status_code == 200
+        assert ok.headers["access-control-allow-origin"] == "http://b.example"
+        bad = c.options("/ask", headers={"Origin": "http://evil.example", **preflight})
+        assert "access-control-allow-origin" not in bad.headers
+    # none configured: no CORS headers at all
+    resp = client.get("/health", headers={"Origin": "http://a.example"})
+    assert "access-control-allow-origin" not in resp.headers
+
+
+def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
+    from rag.errors import IndexStoreError
+
+    app = create_app(seeded_settings, pipeline=client.app.state.pipeline)
+
+    def index_broken() -> None:
+        raise IndexStoreError("the index is locked", "wait for the ingest")
+
+    def bug() -> None:
+        raise ZeroDivisionError("division by zero")
+
+    app.add_api_route("/test-index-error", index_broken)
+    app.add_api_route("/test-bug", bug)
+    with TestClient(app, raise_server_exceptions=False) as c:
+        resp = c.get("/test-index-error")
+        assert resp.status_code == 500
+        assert resp.json() == {"error": "the index is locked", "hint": "wait for the ingest",
+                               "type": "IndexStoreError"}
+        resp = c.get("/test-bug")
+        assert resp.status_code == 500 and "Traceback" not in resp.text
+        assert "ZeroDivisionError" in resp.json()["error"] and resp.json()["hint"]
+        resp = c.get("/no/such/endpoint")
+        assert resp.status_code == 404 and resp.json()["hint"]
+
+
+# -- OpenAPI, OpenAI-compatible, page -------------------------------------------------------------
+
+
+def test_openapi_documents_public_response_models(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    expected = {("/ask", "post"): "AnswerPublic", ("/chat", "post"): "AnswerPublic",
+                ("/search", "get"): "SearchResultsPublic", ("/papers", "get"): "PaperListPublic",
+                ("/papers/{paper_id}", "get"): "PaperPublic", ("/health", "get"): "HealthPublic",
+                ("/v1/chat/completions", "post"): "ChatCompletionPublic",
+                ("/v1/models", "get"): "ModelListPublic"}
+    for (path, method), model in expected.items():
+        op = spec["paths"][path][method]
+        ref = op["responses"]["200"]["content"]["application/json"]["schema"]["$ref"]
+        assert ref.endswith("/" + model), (path, ref)
+        assert all(not name.endswith("Public") or name in spec["components"]["schemas"]
+                   for name in [model])
+    assert "text/event-stream" in spec["paths"]["/chat"]["post"]["responses"]["200"]["content"]
+    assert spec["paths"]["/ask"]["post"]["responses"]["422"]["content"]["application/json"][
+        "schema"]["$ref"].endswith("/ValidationErrorPublic")
+    assert "HTTPBearer" in spec["components"]["securitySchemes"]
+
+
+def test_openai_chat_completion_in_process(client: TestClient) -> None:
+    body = client.post("/v1/chat/completions", json={
+        "model": "rag-offline", "temperature": 0.2,
+        "messages": [{"role": "system", "content": "Be brief."},
+                     {"role": "user", "content": [{"type": "text", "text": FACT_Q}]}]}).json()
+    assert body["object"] == "chat.completion"
+    content = body["choices"][0]["message"]["content"]
+    assert "3.76x" in content and "\nReferences\n[1] " in content
+    assert body["references"][0]["n"] == 1 and body["rag"]["answerer"] == "extractive"
+    with client.stream("POST", "/v1/chat/completions", json={
+            "model": "rag-offline", "stream": True,
+            "messages": [{"role": "user", "content": FACT_Q}]}) as resp:
+        lines = [ln for ln in resp.read().decode().split("\n") if ln.startswith("data: ")]
+    assert lines[-1] == "data: [DONE]"
+    chunks = [json.loads(ln[6:]) for ln in lines[:-1]]
+    assert chunks[0]["choices"][0]["delta"]["role"] == "assistant"
+    assert chunks[-1]["choices"][0]["finish_reason"] == "stop" and chunks[-1]["references"]
+    text = "".join(c["choices"][0]["delta"].get("content", "") for c in chunks)
+    assert text == content
+    models = [m["id"] for m in client.get("/v1/models").json()["data"]]
+    assert models[:2] == ["rag", "rag-offline"] and "rag:llama3.2" in models
+    resp = client.post("/v1/chat/completions", json={"model": "gpt-4", "messages": [MSG]})
+    assert resp.status_code == 404 and resp.json()["error"]["code"] == "model_not_found"
+
+
+def test_the_page_and_its_files(client: TestClient) -> None:
+    page = client.get("/")
+    assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
+    assert "script-src 'self'" in page.headers["content-security-policy"]
+    assert '<script src="/static/app.js"' in page.text
+    js = client.get("/static/app.js")
+    assert js.status_code == 200 and "javascript" in js.headers["content-type"]
+    code = "\n".join(ln for ln in js.text.splitlines() if not ln.lstrip().startswith("//"))
+    for sink in ("innerHTML", "outerHTML", "insertAdjacentHTML", "document.write", "eval("):
+        assert sink not in code
+    assert client.get("/static/style.css").status_code == 200
+
+
+def test_health_reports_a_missing_model(client: TestClient, seeded_settings, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama_server.url})
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        ok = c.get("/health").json()["ollama"]
+        assert ok["reachable"] and ok["model_present"] and ok["error"] is None
+        ollama_server.models = ["mistral:latest"]
+        missing = c.get("/health").json()["ollama"]
+        assert missing["reachable"] and not missing["model_present"]
+        assert "llama3.2" in missing["error"]
+        models = [m["id"] for m in c.get("/v1/models").json()["data"]]
+        assert models == ["rag", "rag-offline", "rag:llama3.2", "rag:mistral:latest"]
+
+
+def test_stream_markers_are_renumbered_by_first_use() -> None:
+    from rag.api.streaming import MarkerRenumberer, same_text
+
+    r = MarkerRenumberer()
+    tokens = ["Skrull is fast [", "3", "]. Ulysses [1", ", 3] scales", " [2]. A list [x] stays", " ["]
+    out = "".join(r.feed(t) for t in tokens) + r.flush()
+    assert out == "Skrull is fast [1]. Ulysses [1, 2] scales [3]. A list [x] stays ["
+    assert same_text("a [1] . b", "a [1]. b") and not same_text("a [1].", "a [2].")

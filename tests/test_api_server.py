@@ -1,0 +1,398 @@
+"""A real `rag serve` process on 127.0.0.1: SSE streaming of /chat, the real `openai` client
+against /v1, and the CLI talking to it through RAG_SERVER_URL (rag/client.py).
+
+The server answers with Ollama through the Ollama-protocol test server and requires a bearer
+token (RAG_API_KEY), so every client here also proves it sends the key.
+"""
+
+from __future__ import annotations
+
+import json
+import os
+import re
+import shutil
+import socket
+import subprocess
+import threading
+import time
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.conftest import RAG, SEEDS, run_rag
+from tests.ollama_server import OllamaTestServer, free_port_with_nothing_listening
+
+KEY = "test-key-0123"
+FACT_Q = "How much faster is Skrull than DeepSpeed?"
+
+
+def free_port() -> int:
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
+        sock.bind(("127.0.0.1", 0))
+        return int(sock.getsockname()[1])
+
+
+class RagServer:
+    """`rag serve --port FREE` in a subprocess over RAG_HOME=home; stop() always ends it."""
+
+    def __init__(self, home: Path, workdir: Path, env: dict[str, str]) -> None:
+        self.home, self.workdir, self.extra_env = home, workdir, env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "serve.log"
+
+    def start(self, timeout: float = 90.0) -> RagServer:
+        env = {**os.environ, "RAG_HOME": str(self.home), "RAG_SEEDS": str(SEEDS), **self.extra_env}
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [RAG, "serve", "--port", str(self.port)], cwd=self.workdir, env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rag serve exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"rag serve did not come up within {timeout:.0f} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def copy_home(seeded_home: Path, dest: Path) -> Path:
+    """A private copy of the session's seeded index (ingesting afresh takes ~5-20 s)."""
+    shutil.copytree(seeded_home, dest)
+    return dest
+
+
+@pytest.fixture(scope="module")
+def ollama() -> Iterator[OllamaTestServer]:
+    with OllamaTestServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(seeded_settings, ollama, tmp_path_factory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
+    base = tmp_path_factory.mktemp("serve")
+    home = copy_home(seeded_settings.home, base / "home")
+    srv = RagServer(home, base, {"OLLAMA_HOST": ollama.url, "RAG_API_KEY": KEY})
+    try:
+        yield srv.start()
+    finally:
+        srv.stop()
+
+
+@pytest.fixture()
+def behaviour(ollama):  # type: ignore[no-untyped-def]
+    """Set the Ollama test server's behaviour/token delay for one test; restored after."""
+    def set_(name: str = "cited", delay: float = 0.0) -> OllamaTestServer:
+        ollama.behaviour, ollama.token_delay = name, delay
+        return ollama
+
+    yield set_
+    ollama.behaviour, ollama.token_delay = "cited", 0.0
+
+
+AUTH = {"Authorization": f"Bearer {KEY}"}
+
+
+def sse_events(resp: httpx.Response) -> Iterator[tuple[str, Any, float]]:
+    """(event, data, arrival time) for each server-sent event of a streaming response."""
+    event, data = "message", []
+    for line in resp.iter_lines():
+        if line == "":
+            if data:
+                yield event, json.loads("\n".join(data)), time.monotonic()
+            event, data = "message", []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
+
+
+def stream_chat(url: str, body: dict[str, Any]) -> list[tuple[str, Any, float]]:
+    with httpx.Client(timeout=60) as client, client.stream(
+            "POST", f"{url}/chat", json={**body, "stream": True}, headers=AUTH) as resp:
+        assert resp.status_code == 200, resp.read()
+        assert resp.headers["content-type"].startswith("text/event-stream")
+        return list(sse_events(resp))
+
+
+# -- health and auth ---------------------------------------------------------------------------
+
+
+def test_health_needs_no_key_and_sees_ollama(server: RagServer) -> None:
+    health = httpx.get(f"{server.url}/health", timeout=10).json()
+    assert health["papers"] == 60 and health["auth_required"] is True
+    assert health["ollama"]["reachable"] and health["ollama"]["model_present"]
+    resp = httpx.get(f"{server.url}/papers", timeout=10)
+    assert resp.status_code == 401 and resp.json()["hint"]
+
+
+# -- /chat server-sent events ------------------------------------------------------------------
+
+
+def test_chat_streams_tokens_before_the_final_event(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    behaviour("cited", delay=0.05)
+    events = stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+                                      "llm": "ollama"})
+    kinds = [k for k, _, _ in events]
+    assert kinds.count("final") == 1 and kinds[-1] == "final", kinds
+    assert "error" not in kinds
+    tokens = [(d["text"], t) for k, d, t in events if k == "token"]
+    assert len(tokens) >= 3  # the test server sends a few words per chunk
+    final, final_at = events[-1][1], events[-1][2]
+    assert final_at - tokens[0][1] > 0.1  # the first words arrived well before the end
+    assert final["answerer"] == "ollama:llama3.2" and final["citations"]
+    assert {s["supported"] for s in final["sentences"]} == {True}
+    streamed = "".join(t for t, _ in tokens)
+    # The streamed markers are already numbered as in the final answer.
+    assert streamed.split() == final["answer"].split()
+
+
+def test_event_loop_stays_free_while_an_answer_streams(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    behaviour("cited", delay=0.15)
+    started = threading.Event()
+    result: dict[str, Any] = {}
+
+    def consume() -> None:
+        with httpx.Client(timeout=60) as client, client.stream(
+                "POST", f"{server.url}/chat", headers=AUTH,
+                json={"messages": [{"role": "user", "content": FACT_Q}], "stream": True,
+                      "llm": "ollama"}) as resp:
+            for kind, _, _ in sse_events(resp):
+                started.set()
+                result.setdefault("kinds", []).append(kind)
+
+    thread = threading.Thread(target=consume)
+    thread.start()
+    try:
+        assert started.wait(30)
+        t0 = time.monotonic()
+        for _ in range(3):
+            assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+            assert httpx.get(f"{server.url}/search", params={"q": "pipeline parallelism"},
+                             headers=AUTH, timeout=10).status_code == 200
+        assert time.monotonic() - t0 < 5
+    finally:
+        thread.join(60)
+    assert result["kinds"][-1] == "final"
+
+
+def test_a_broken_model_stream_arrives_as_an_error_event(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    behaviour("cut", delay=0.02)
+    events = stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+                                      "llm": "ollama"})
+    kinds = [k for k, _, _ in events]
+    assert "final" not in kinds and kinds[-1] == "error", kinds
+    assert kinds.index("token") < kinds.index("error")
+    error = events[-1][1]
+    assert "broke off" in error["message"] and error["hint"]
+    assert error["incomplete"] is True and error["status"] == 503
+    assert error["partial"]["incomplete"] is True
+    # The server is still up and answers the next question in full.
+    behaviour("cited")
+    events = stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+                                      "llm": "ollama"})
+    assert events[-1][0] == "final"
+
+
+def test_a_client_leaving_mid_stream_does_not_hurt_the_server(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    ollama = behaviour("cited", delay=0.3)
+    asked = len(ollama.requests)
+    with httpx.Client(timeout=60) as client, client.stream(
+            "POST", f"{server.url}/chat", headers=AUTH, json={
+                "messages": [{"role": "user", "content": FACT_Q}], "stream": True,
+                "llm": "ollama"}) as resp:
+        kind, _, _ = next(sse_events(resp))
+        assert kind == "token"
+    # gone after the first words; the server stays healthy and answers the next question
+    assert len(ollama.requests) == asked + 1
+    assert httpx.get(f"{server.url}/health", timeout=10).status_code == 200
+    behaviour("cited")
+    assert stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+                                    "llm": "none"})[-1][0] == "final"
+
+
+def test_citations_to_no_source_are_corrected_in_streams(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    behaviour("wrong_citation")
+    events = stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+                                      "llm": "ollama"})
+    final = events[-1][1]
+    assert events[-1][0] == "final" and final["dropped_citations"] == 1
+    assert "[99]" not in final["answer"]
+    with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
+        chunks = list(client.chat.completions.create(
+            model="rag:llama3.2", stream=True, messages=[{"role": "user", "content": FACT_Q}]))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    # what was streamed cited a source that does not exist: the checked text follows
+    assert "Checked answer (citations corrected):\n" + final["answer"] in text
+
+
+def test_stream_errors_before_any_token_are_json_errors(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    behaviour("error500")
+    resp = httpx.post(f"{server.url}/chat", headers=AUTH, timeout=60, json={
+        "messages": [{"role": "user", "content": FACT_Q}], "stream": True, "llm": "ollama"})
+    assert resp.status_code == 503
+    body = resp.json()
+    assert "500" in body["error"] and body["hint"] and body["type"] == "LLMError"
+
+
+def test_chat_follow_up_uses_the_conversation(server: RagServer) -> None:
+    events = stream_chat(server.url, {"llm": "none", "messages": [
+        {"role": "user", "content": "What is Skrull?"},
+        {"role": "assistant", "content": "Skrull is a dynamic data scheduler for long-SFT [1]."},
+        {"role": "user", "content": "How much faster is it than DeepSpeed?"},
+    ]})
+    final = events[-1][1]
+    assert events[-1][0] == "final"
+    assert "Skrull" in final["standalone_question"] and "3.76x" in final["answer"]
+
+
+# -- the openai client -------------------------------------------------------------------------
+
+
+def test_openai_client_non_streaming(server: RagServer) -> None:
+    from openai import OpenAI
+
+    with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
+        completion = client.chat.completions.create(
+            model="rag-offline", messages=[{"role": "user", "content": FACT_Q}])
+    text = completion.choices[0].message.content or ""
+    assert "3.76x" in text and "[1]" in text and "\nReferences\n[1] " in text
+    refs = completion.model_extra["references"]  # type: ignore[index]
+    assert [r["n"] for r in refs] == list(range(1, len(refs) + 1))
+    assert any(r["label"] == "Skrull" for r in refs)
+    assert completion.model_extra["rag"]["answerer"] == "extractive"  # type: ignore[index]
+
+
+def test_openai_client_streaming(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    behaviour("cited", delay=0.02)
+    with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
+        models = [m.id for m in client.models.list()]
+        stream = client.chat.completions.create(
+            model="rag:llama3.2", stream=True, messages=[{"role": "user", "content": FACT_Q}])
+        chunks = list(stream)
+    assert {"rag", "rag-offline", "rag:llama3.2:latest"} <= set(models)
+    pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
+    assert len(pieces) >= 4
+    assert chunks[-1].choices[0].finish_reason == "stop"
+    refs = chunks[-1].model_extra["references"]  # type: ignore[index]
+    text = "".join(pieces)
+    assert refs and "[1]" in text and "\nReferences\n" in text
+    assert "Checked answer" not in text  # the streamed text was already the checked one
+    assert chunks[-1].model_extra["rag"]["answerer"] == "ollama:llama3.2"  # type: ignore[index]
+
+
+def test_openai_streamed_list_answer_is_not_repeated(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    from openai import OpenAI
+
+    behaviour("cited")
+    with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
+        chunks = list(client.chat.completions.create(
+            model="rag:llama3.2", stream=True,
+            messages=[{"role": "user", "content": "Which papers are about long-sequence training?"}]))
+    text = "".join(c.choices[0].delta.content or "" for c in chunks)
+    rag = chunks[-1].model_extra["rag"]  # type: ignore[index]
+    assert rag["answerer"] == "ollama:llama3.2"
+    assert "Checked answer" not in text
+    assert re.match(r"\d+ of the 60 abstracts match:\n", text)  # the count streams first
+    assert "Also matching" in text  # the papers the model left out, streamed as well
+    assert len(chunks[-1].model_extra["references"]) >= 3  # type: ignore[index]
+
+
+def test_openai_client_sees_errors(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    import openai
+    from openai import OpenAI
+
+    with OpenAI(base_url=f"{server.url}/v1", api_key="wrong", max_retries=0) as client, \
+            pytest.raises(openai.AuthenticationError):
+        client.chat.completions.create(model="rag", messages=[{"role": "user", "content": "hi"}])
+    behaviour("cut", delay=0.01)
+    with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
+        with pytest.raises(openai.NotFoundError):
+            client.chat.completions.create(model="gpt-4o", messages=[{"role": "user", "content": "hi"}])
+        stream = client.chat.completions.create(
+            model="rag:llama3.2", stream=True, messages=[{"role": "user", "content": FACT_Q}])
+        with pytest.raises(openai.APIError, match="broke off"):
+            for _ in stream:
+                pass
+
+
+# -- the CLI through RAG_SERVER_URL ------------------------------------------------------------
+
+
+def test_cli_search_through_the_server_equals_local(server: RagServer, seeded_settings,  # type: ignore[no-untyped-def]
+                                                   tmp_path: Path) -> None:
+    args = ("search", "--json", "-k", "5", "sequence parallelism for long sequences")
+    remote = run_rag(*args, cwd=tmp_path, env={
+        "RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY, "RAG_HOME": str(tmp_path / "none")})
+    local = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(seeded_settings.home)})
+    assert remote.returncode == 0, remote.stderr
+    assert local.returncode == 0, local.stderr
+    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    assert not (tmp_path / "none").exists()  # the remote run never opened a local index
+
+
+def test_cli_ask_through_the_server_equals_local(server: RagServer, seeded_settings,  # type: ignore[no-untyped-def]
+                                                tmp_path: Path) -> None:
+    args = ("ask", "--json", "--llm", "none", FACT_Q)
+    remote = run_rag(*args, cwd=tmp_path, env={"RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY})
+    local = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(seeded_settings.home)})
+    assert remote.returncode == 0, remote.stderr
+    assert local.returncode == 0, local.stderr
+    r, lo = json.loads(remote.stdout), json.loads(local.stdout)
+    assert r.keys() == lo.keys() and r["timings_ms"].keys() == lo["timings_ms"].keys()
+    r.pop("timings_ms"), lo.pop("timings_ms")
+    assert r == lo
+
+
+def test_cli_remote_errors_keep_their_exit_codes(server: RagServer, tmp_path: Path) -> None:
+    wrong = run_rag("search", "--json", "pipelines", cwd=tmp_path,
+                    env={"RAG_SERVER_URL": server.url, "RAG_API_KEY": "wrong"})
+    assert wrong.returncode == 2 and "API key" in wrong.stderr and "RAG_API_KEY" in wrong.stderr
+    too_long = run_rag("ask", "--json", "--llm", "none", "x" * 2001, cwd=tmp_path,
+                       env={"RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY})
+    assert too_long.returncode == 2 and "2000" in too_long.stderr
+    no_model = run_rag("ask", "--json", "--llm", "ollama", "--model", "nonexistent", FACT_Q,
+                       cwd=tmp_path, env={"RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY})
+    assert no_model.returncode == 4, no_model.stderr  # ModelNotFound, as when run locally
+    assert "nonexistent" in no_model.stderr and "ollama pull" in no_model.stderr
+
+
+def test_client_reports_an_unreachable_server(seeded_settings) -> None:  # type: ignore[no-untyped-def]
+    from rag.client import remote_ask, remote_search
+    from rag.errors import RagError
+
+    port = free_port_with_nothing_listening()
+    settings = seeded_settings.model_copy(update={"server_url": f"http://127.0.0.1:{port}"})
+    for call in (lambda: remote_search(settings, "x", 3), lambda: remote_ask(settings, "x")):
+        with pytest.raises(RagError) as info:
+            call()
+        assert "cannot connect" in info.value.message and "rag serve" in info.value.hint

@@ -1,0 +1,180 @@
+"""The chat page in real headless Chromium (Debian's /usr/bin/chromium driven by Playwright)
+against a real `rag serve`, with Ollama played by the Ollama-protocol test server."""
+
+from __future__ import annotations
+
+import json
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+import pytest
+
+from tests.ollama_server import OllamaTestServer
+from tests.test_api_server import RagServer, copy_home
+
+CHROMIUM = "/usr/bin/chromium"
+CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
+                 "--disable-background-networking", "--disable-component-update", "--disable-sync"]
+SCREENSHOT = Path("/tmp/rag-chat-page.png")
+FACT_Q = "How much faster is Skrull than DeepSpeed?"
+
+pytestmark = pytest.mark.skipif(
+    not Path(CHROMIUM).exists(),
+    reason=f"{CHROMIUM} is not installed (apt-get install chromium; .ci/run installs it)",
+)
+
+SCRIPT = "<script>window.__pwned=1</script>"
+IMG = '<img src=x onerror="window.__pwned=2">'
+INJECTION = {
+    "id": "pwnbench-2024",
+    "title": "Pwnbench: measuring markup in paper abstracts",
+    "authors": ["Mallory Example"], "venue": "TestConf", "year": 2024,
+    "abstract": (
+        "We present Pwnbench, a benchmark of paper abstracts that carry markup. "
+        f"Pwnbench abstracts embed {SCRIPT} script tags and {IMG} image tags inside ordinary "
+        "sentences. Readers must show such abstracts as plain text."
+    ),
+}
+
+
+@pytest.fixture(scope="module")
+def ollama() -> Iterator[OllamaTestServer]:
+    with OllamaTestServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def server(seeded_settings, ollama, tmp_path_factory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
+    """rag serve over the seeds plus one abstract full of markup."""
+    from rag.ingest import ingest
+
+    base = tmp_path_factory.mktemp("browser")
+    home = copy_home(seeded_settings.home, base / "home")
+    extra = base / "injection.jsonl"
+    extra.write_text(json.dumps(INJECTION) + "\n", encoding="utf-8")
+    ingest([extra], seeded_settings.model_copy(update={"home": home}), show_progress=False)
+    srv = RagServer(home, base, {"OLLAMA_HOST": ollama.url})
+    try:
+        yield srv.start()
+    finally:
+        srv.stop()
+
+
+@pytest.fixture(scope="module")
+def browser() -> Iterator[Any]:
+    from playwright.sync_api import sync_playwright
+
+    with sync_playwright() as p:
+        b = p.chromium.launch(executable_path=CHROMIUM, args=CHROMIUM_ARGS)
+        try:
+            yield b
+        finally:
+            b.close()
+
+
+@pytest.fixture()
+def page(browser, server: RagServer) -> Iterator[Any]:  # type: ignore[no-untyped-def]
+    # bypass_csp: Playwright's waits evaluate strings, which the page's CSP forbids. It also
+    # makes the injection test stricter: nothing but the page's own text handling stops markup.
+    context = browser.new_context(viewport={"width": 1280, "height": 900}, bypass_csp=True)
+    pg = context.new_page()
+    errors: list[str] = []
+    pg.on("pageerror", lambda exc: errors.append(str(exc)))
+    pg.goto(server.url + "/")
+    pg.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
+    try:
+        yield pg
+    finally:
+        context.close()
+    assert not errors, errors  # no JavaScript errors on the page
+
+
+def ask(page: Any, question: str, llm: str) -> None:
+    page.select_option("#llm", llm)
+    page.fill("#question", question)
+    page.press("#question", "Enter")
+
+
+def test_streamed_answer_citation_and_abstract(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    ollama.token_delay = 0.1
+    try:
+        assert page.text_content("#corpus-size") == "61"
+        assert "llama3.2 ready" in page.text_content("#status")
+        ask(page, FACT_Q, "auto")
+        # Words appear while the answer is still streaming ...
+        page.wait_for_selector(".answer.streaming .answer-text:not(:empty)", timeout=20_000)
+        partial = page.text_content(".answer.streaming .answer-text")
+        # ... and the final answer replaces them, with clickable citations.
+        page.wait_for_selector(".answer.final", timeout=30_000)
+    finally:
+        ollama.token_delay = 0.0
+    final = page.text_content(".answer.final .answer-text")
+    assert partial and len(partial) < len(final)
+    assert final.startswith(partial.rstrip()[:20])
+    assert page.locator(".offline-note").count() == 0
+    assert "llama3.2" in page.text_content(".answer-meta")
+    assert page.locator(".answer.final .references li").count() >= 1
+
+    page.locator(".answer-text button.cite").first.click()
+    viewer = page.locator("#viewer")
+    viewer.wait_for(state="visible")
+    mark = page.locator("#viewer-abstract mark.quote")
+    assert mark.count() == 1 and mark.is_visible()
+    quote = mark.text_content()
+    assert len(quote) > 20 and quote in page.text_content("#viewer-abstract")
+    assert page.locator(".sentence.active").count() == 1
+    page.screenshot(path=str(SCREENSHOT), full_page=True)
+
+
+def test_offline_answer_is_noted_and_unsupported_sentences_marked(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    ask(page, FACT_Q, "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    note = page.locator(".offline-note")
+    assert note.is_visible() and "offline" in note.text_content()
+    assert "3.76x" in page.text_content(".answer.final .answer-text")
+    # a reference opens its abstract too
+    page.locator(".references button.cite").last.click()
+    assert page.locator("#viewer-abstract mark.quote").is_visible()
+
+    # The test model adds a sentence no abstract supports: it is marked on the page. (A new
+    # conversation, so that the question is not condensed by the test model first.)
+    page.click("#new-chat")
+    assert page.locator(".turn").count() == 0
+    ollama.behaviour = "uncited"
+    try:
+        ask(page, FACT_Q, "ollama")
+        page.wait_for_selector(".answer.final", timeout=30_000)
+    finally:
+        ollama.behaviour = "cited"
+    second = page.locator(".turn").first
+    bad = second.locator(".sentence.unsupported")
+    assert bad.count() == 1 and "energy" in bad.text_content()
+    assert bad.locator(".badge").is_visible()
+    assert second.locator(".unsupported-note").is_visible()
+    assert second.locator(".sentence.supported").count() >= 1
+
+
+def test_markup_in_an_abstract_is_shown_as_text(page, server: RagServer) -> None:  # type: ignore[no-untyped-def]
+    stored = httpx.get(f"{server.url}/papers/pwnbench-2024", timeout=10).json()
+    assert SCRIPT in stored["abstract"] and IMG in stored["abstract"]  # the test is meaningful
+    requests: list[str] = []
+    page.on("request", lambda r: requests.append(r.url))
+    scripts_before = page.evaluate("document.scripts.length")
+
+    ask(page, "What do Pwnbench abstracts embed?", "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    answer = page.text_content(".answer.final .answer-text")
+    assert SCRIPT in answer  # the markup is in the answer, as visible text
+    page.locator(".answer-text button.cite").first.click()
+    page.locator("#viewer").wait_for(state="visible")
+    shown = page.text_content("#viewer-abstract")
+    assert SCRIPT in shown and IMG in shown
+    assert page.text_content("#viewer-title") == INJECTION["title"]
+
+    assert page.evaluate("typeof window.__pwned") == "undefined"
+    assert page.evaluate("document.querySelectorAll('img').length") == 0
+    assert page.evaluate("document.scripts.length") == scripts_before
+    assert page.evaluate("document.querySelectorAll('.answer script, #viewer script').length") == 0
+    assert not any(u.rstrip("/").endswith("/x") for u in requests)

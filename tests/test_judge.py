@@ -1,0 +1,176 @@
+"""The citation-support judge on the labelled cases of evals/judge_cases.jsonl, and its checks.
+
+Precision and recall of `supported` must stay at or above the `judge` thresholds recorded in
+evals/thresholds.yaml; every number, name, wrong-paper, fabricated and off-topic perturbation
+must be caught; negation is the known blind spot (measured, expected to fail).
+"""
+
+from __future__ import annotations
+
+from pathlib import Path
+from typing import Any
+
+import pytest
+import yaml
+
+from tests.conftest import ROOT, SEEDS
+
+EVALS = ROOT / "evals"
+CAUGHT = ("number_changed", "name_swapped", "wrong_paper", "fabricated", "off_topic")
+
+
+@pytest.fixture(scope="module")
+def papers() -> list[Any]:
+    from rag.evaluate import seed_papers
+
+    return seed_papers(SEEDS)
+
+
+@pytest.fixture(scope="module")
+def judge(papers: list[Any]) -> Any:
+    from rag.config import Settings
+    from rag.embed import get_embedder
+    from rag.evaluate import known_names
+    from rag.judge import Judge
+
+    settings = Settings()
+    return Judge(get_embedder(settings.model_cache, settings.embed_threads),
+                 known_names=known_names(papers))
+
+
+@pytest.fixture(scope="module")
+def results(judge: Any, papers: list[Any]) -> list[dict[str, Any]]:
+    from rag.evaluate_report import judge_cases, load_judge_cases
+
+    return judge_cases(judge, load_judge_cases(EVALS / "judge_cases.jsonl"), papers)
+
+
+def paper(papers: list[Any], ref: str) -> Any:
+    from rag.evaluate import match_ref
+
+    found = match_ref(ref, papers)
+    assert found is not None, ref
+    return found
+
+
+def check(judge: Any, papers: list[Any], sentence: str, *refs: str) -> Any:
+    from rag.answer import Source, record_header
+
+    cited = [paper(papers, r) for r in refs]
+    return judge.check(sentence, [(record_header(Source(1, p, 0.0)), p.abstract) for p in cited])
+
+
+SKRULL, MEGABLOCKS = "seeds/000_1d593446947ebb0f.txt#1", "seeds/002_582fbc6f8791162a.txt#17"
+EDGE_IMPULSE = "seeds/002_582fbc6f8791162a.txt#15"
+
+
+# -- on the labelled cases ----------------------------------------------------------------
+
+
+def test_precision_and_recall_meet_the_recorded_thresholds(results: list[dict[str, Any]]) -> None:
+    from rag.evaluate_report import judge_summary
+
+    bounds = yaml.safe_load((EVALS / "thresholds.yaml").read_text())["judge"]["min"]
+    summary = judge_summary(results)
+    assert summary["n"] >= 150
+    assert summary["precision"] >= bounds["precision"], summary
+    assert summary["recall"] >= bounds["recall"], summary
+
+
+def test_supported_quotes_and_paraphrases_pass(results: list[dict[str, Any]]) -> None:
+    missed = [(r["id"], r["reasons"]) for r in results if r["supported"] and not r["predicted"]]
+    quotes = [r for r in results if r["kind"] == "quote"]
+    assert quotes and all(r["predicted"] for r in quotes)
+    assert missed == []
+
+
+@pytest.mark.parametrize("kind", CAUGHT)
+def test_perturbations_are_caught(results: list[dict[str, Any]], kind: str) -> None:
+    cases = [r for r in results if r["kind"] == kind]
+    assert cases
+    passed = [(r["id"], r["sentence"]) for r in cases if r["predicted"]]
+    assert passed == [], f"{kind} cases judged supported"
+
+
+@pytest.mark.xfail(reason="known blind spot: a negated claim scores like the claim (see evals/README.md)",
+                   strict=False)
+def test_negations_are_caught(results: list[dict[str, Any]]) -> None:
+    cases = [r for r in results if r["kind"] == "negation"]
+    assert cases and not any(r["predicted"] for r in cases)
+
+
+# -- the checks themselves ----------------------------------------------------------------
+
+
+def test_number_and_name_extraction() -> None:
+    from rag.judge import names, numbers
+
+    assert numbers("3.76x on average (up to 7.54×), 118,185 projects, 4X longer") == {
+        "3.76", "7.54", "118185", "4"}
+    assert numbers("ResNet-18 and arXiv:2307.11285") >= {"18", "2307.11285"}
+    assert {"deepspeed", "sdp4bit", "h-gcn"} <= names("DeepSpeed, SDP4Bit and H-GCN are systems.")
+    assert "the" not in names("The system is fast.")
+
+
+def test_quote_passes_and_changed_number_fails(judge: Any, papers: list[Any]) -> None:
+    quote = "Skrull outperforms DeepSpeed by 3.76x on average (up to 7.54x) in real-world long-SFT scenarios [1]."
+    ok = check(judge, papers, quote, SKRULL)
+    assert ok.supported and ok.score >= judge.threshold and "3.76x" in ok.quote
+    bad = check(judge, papers, quote.replace("3.76x", "3.67x"), SKRULL)
+    assert not bad.supported and bad.reasons == ["number not in abstract: 3.67"]
+
+
+def test_thousands_separators_and_unit_suffixes_match(judge: Any, papers: list[Any]) -> None:
+    ans = check(judge, papers, "Edge Impulse hosts 118185 projects from 50,953 developers.", EDGE_IMPULSE)
+    assert ans.supported, ans.reasons
+
+
+def test_swapped_system_name_fails(judge: Any, papers: list[Any]) -> None:
+    s = check(judge, papers, "MegaBlocks trains MoEs up to 40% faster than with DeepSpeed.", MEGABLOCKS)
+    assert not s.supported and any("deepspeed" in r for r in s.reasons)
+
+
+def test_lower_case_corpus_name_must_be_in_the_cited_abstract(judge: Any, papers: list[Any]) -> None:
+    # "tutel" is a known system name of the corpus even when written in lower case
+    assert "tutel" in judge.known_names
+    s = check(judge, papers, "skrull balances long and short sequences better than tutel.", SKRULL)
+    assert not s.supported and any("tutel" in r for r in s.reasons)
+
+
+def test_wrong_paper_without_names_or_numbers_fails_on_the_score(judge: Any, papers: list[Any]) -> None:
+    # Nothing for the hard checks to catch: only the similarity score can.
+    claim = "Dynamic data scheduling balances the computation of long and short sequences."
+    assert check(judge, papers, claim, SKRULL).supported
+    wrong = check(judge, papers, claim, MEGABLOCKS)
+    assert not wrong.supported and wrong.reasons[-1].startswith("score")
+
+
+def test_best_of_several_citations_and_no_citation(judge: Any, papers: list[Any]) -> None:
+    claim = "MegaBlocks never drops tokens and maps efficiently to modern hardware [1, 2]."
+    both = check(judge, papers, claim, SKRULL, MEGABLOCKS)
+    assert both.supported and both.source == 1
+    none = check(judge, papers, claim)
+    assert not none.supported and none.reasons == ["no citation"]
+
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_ollama_judge_takes_the_models_verdict(judge: Any, papers: list[Any], ollama_server: Any) -> None:
+    from rag.answer import Source, record_header
+    from rag.judge import OllamaJudge
+    from rag.llm import Ollama
+
+    llm_judge = OllamaJudge(judge.embedder, Ollama(ollama_server.url, "llama3.2", timeout=10))
+    p = paper(papers, SKRULL)
+    record = [(record_header(Source(1, p, 0.0)), p.abstract)]
+    ollama_server.replies = ["UNSUPPORTED", "SUPPORTED"]
+    negated = llm_judge.check("Skrull is slower than DeepSpeed in long-SFT scenarios.", record)
+    assert not negated.supported and negated.reasons == ["the model judged it unsupported"]
+    assert llm_judge.check("Skrull is faster than DeepSpeed.", record).supported
+    prompt = ollama_server.requests[-1]["body"]["messages"][-1]["content"]
+    assert "Claim: Skrull is faster than DeepSpeed." in prompt and "Long-context" in prompt
+    llm_judge.llm.client._client.close()  # type: ignore[attr-defined]  # rag.llm.Ollama has no close()
+
+
+def test_thresholds_file_records_the_judge_bounds() -> None:
+    data = yaml.safe_load(Path(EVALS / "thresholds.yaml").read_text())
+    assert set(data["judge"]["min"]) == {"precision", "recall"}
