@@ -38,8 +38,8 @@ FACT_MIN_SCORE = 0.45
 
 _LIST_Q = re.compile(
     r"^\s*(?:which|what|list|name|find|show|are there|give me)\b.{0,40}?\b"
-    r"(?:papers?|systems?|works?|methods?|approaches|frameworks?|abstracts?|studies|tools?|"
-    r"techniques?|ones)\b", re.I,
+    r"(?:papers|systems|works|methods|approaches|frameworks|abstracts|studies|tools|"
+    r"techniques|ones)\b", re.I,
 )
 _FOLLOW_UP = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|he|she|the same)\b", re.I)
 _QUESTION_STOP = content_words(
@@ -51,6 +51,11 @@ _QUESTION_STOP = content_words(
 _LIST_LEAD = re.compile(
     _LIST_Q.pattern + r"\s*(?:(?:are|is|that|which|do|does|in the corpus|here)\s+)*"
     r"(?:\w+\s+(?:on|about|with|to|for)\s+)?", re.I,
+)
+_BY_AUTHOR = re.compile(r"\b(write|writes|wrote|written|authors?|authored|by)\b", re.I)
+_QUANTITY = re.compile(
+    r"\bhow (?:much|many|fast|large|big|long|well)\b|\bspeed-?ups?\b|\bby how\b|\bwhat percentage\b|"
+    r"\bfaster\b|\bimprove", re.I,
 )
 _META = re.compile(
     r"\b(arxiv(?:\s+id)?|doi|authors?|who wrote|written by|venue|published|journal|conference|"
@@ -65,6 +70,10 @@ _GENERIC = content_words(
     "summarize explain overview key point points is are was were it its"
 ) | _QUESTION_STOP
 _CONTRIBUTION = re.compile(r"\bwe (?:propose|present|introduce|design|develop|build)\b", re.I)
+
+
+def _has_number(sentence: str) -> bool:
+    return bool(re.search(r"\d", re.sub(r"\S*(?:https?://|www\.|github\.com)\S*", "", sentence)))
 
 
 def is_list_question(q: str) -> bool:
@@ -239,14 +248,31 @@ class Pipeline:
         if not (_FOLLOW_UP.search(question) or len(question.split()) <= 4):
             return question
         self._refresh_names()
-        last = previous[-1].lower()
-        named = [n for n in sorted(self.judge.known_names)
-                 if re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", last)]
+        answers = [m["content"] for m in history if m.get("role") == "assistant"]
+        named: list[str] = []
+        for text in (previous[-1], answers[-1] if answers else ""):
+            found = [(m.start(), n) for n in self.judge.known_names
+                     for m in [re.search(rf"(?<![\w-]){re.escape(n)}(?![\w-])", text.lower())] if m]
+            named = [n for _, n in sorted(found)][:2]
+            if named:
+                break
         if named:
             originals = {short_label(p.title, p.label).lower(): short_label(p.title, p.label)
                          for p in self.retriever.snapshot().papers.values()}
             return f"{question.rstrip('?')} ({', '.join(originals.get(n, n) for n in named)})?"
         return f"{previous[-1]} {question}"
+
+    def lookup(self, question: str, filters: Filters | None) -> list[PaperHit]:
+        """Papers the question points at by arXiv id or by an author's full name."""
+        papers = self.retriever.snapshot().papers.values()
+        q = question.lower()
+        ids = set(re.findall(r"\b(\d{4}\.\d{4,5})\b", question))
+        found = [p for p in papers if p.arxiv_id in ids]
+        if not found and _BY_AUTHOR.search(question):
+            found = [p for p in papers if any(len(a) > 5 and a.lower() in q for a in p.authors)]
+        if filters and filters.active():
+            found = [p for p in found if filters.accepts(p)]
+        return [PaperHit(p, 1.0, 1.0) for p in found[:LIST_MAX_SOURCES]]
 
     def relevant(self, question: str, hits: list[PaperHit], threshold: float) -> list[PaperHit]:
         """Hits that are relevant enough, plus any paper the question names."""
@@ -302,10 +328,23 @@ class Pipeline:
         """Authors, arXiv id, venue or year of a paper the question names."""
         m = _META.search(question)
         named = [s for s in sources if s.relevance >= 1.0] or sources[:1]
-        if not m or not named:
+        if named and _BY_AUTHOR.search(question):
+            hits = [(a, s) for s in named for a in s.paper.authors
+                    if len(a) > 5 and a.lower() in question.lower()]
+            if hits:
+                return " ".join(f"{a} is an author of {s.paper.title or s.name} [{s.n}]." for a, s in hits)
+        if not named or not (m or re.search(r"\d{4}\.\d{4,5}", question)):
             return None
+        if m is None:
+            m = re.search(r"(arxiv)", "arxiv")  # an id alone: answer with the paper it names
+            assert m is not None
         s, p, ask = named[0], named[0].paper, m.group(1).lower()
         facts = []
+        if p.arxiv_id and p.arxiv_id in question:
+            what = p.title or self.summary(s).split(f" [{s.n}]")[0]
+            return f"arXiv:{p.arxiv_id} is {s.name}" + (f": {what}" if what != s.name else "") + f" [{s.n}]."
+        venue_note = next((c for c in p.comments if re.search(
+            r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", c, re.I)), None)
         if ask.startswith(("author", "who", "written")) and p.authors:
             facts.append(f"{s.name} is by {', '.join(p.authors)}")
         elif ask.startswith("arxiv") and p.arxiv_id:
@@ -315,6 +354,8 @@ class Pipeline:
         elif ask in ("venue", "published", "journal", "conference") and (p.venue or p.journal_ref):
             facts.append(f"{s.name} appeared at {p.journal_ref or p.venue}"
                          + (f" {p.year}" if p.year and str(p.year) not in (p.journal_ref or "") else ""))
+        elif ask in ("venue", "published", "journal", "conference") and venue_note:
+            facts.append(f"{s.name}: {venue_note.rstrip('.')}")
         elif p.date or p.year:
             facts.append(f"{s.name} is dated {p.date or p.year}")
         if not facts:
@@ -339,6 +380,14 @@ class Pipeline:
                 on_token(addition)
             text = text.rstrip() + addition
         return f"{header}\n{text.strip()}"
+
+    @staticmethod
+    def _subject(named: list[Source], question: str) -> list[Source]:
+        """Of the papers a question names, the one it asks about: the first named."""
+        q = question.lower()
+        at = {s.n: q.find(s.name.lower()) for s in named}
+        ranked = sorted((pos, s.n) for s in named if (pos := at[s.n]) >= 0)
+        return [s for s in named if s.n == ranked[0][1]] if ranked else named[:1]
 
     def summary(self, source: Source) -> str:
         """For 'What does X do?': what the paper proposes and what it reports, in its words."""
@@ -375,9 +424,13 @@ class Pipeline:
             if named:
                 return self.summary(named[0])
         qvec = self.retriever.embed_query(aspect)
+        named = self._subject([s for s in sources if s.relevance >= 1.0], question)
+        wants_number = bool(_QUANTITY.search(question))
         scored = [
-            (score, sent, s) for s in sources[:3]
+            (score + (0.1 if wants_number and _has_number(sent) else 0.0), sent, s)
+            for s in (named or sources[:3])
             for score, sent in self._sentence_scores(aspect, qvec, s.paper)
+            if not wants_number or _has_number(sent)  # "how much" needs a number to answer it
         ]
         scored.sort(key=lambda t: -t[0])
         if not scored or scored[0][0] < FACT_MIN_SCORE:
@@ -456,9 +509,11 @@ class Pipeline:
 
         t0 = time.perf_counter()
         self._refresh_names()
-        list_q = is_list_question(standalone)
+        list_q = is_list_question(question)
         pool = self.retriever.search(standalone, max(k, 50), filters)
-        relevant = self.relevant(standalone, pool, self.settings.min_relevance)
+        relevant = self.lookup(standalone, filters) + self.relevant(standalone, pool, self.settings.min_relevance)
+        seen: set[str] = set()
+        relevant = [h for h in relevant if not (h.paper.paper_id in seen or seen.add(h.paper.paper_id))]
         if list_q:
             chosen = self.list_members(standalone, filters)[:LIST_MAX_SOURCES] if relevant else []
         else:
@@ -542,7 +597,17 @@ class Pipeline:
         by_n = {order[s.n]: Source(order[s.n], s.paper, s.relevance) for s in sources if s.n in order}
         checker = self.judge
         if judge == "ollama":
-            checker = OllamaJudge(self.retriever.embedder, client or self.llm())
+            owned = None if client else self.llm()
+            try:
+                checker = OllamaJudge(self.retriever.embedder, client or owned)
+                return self._check_with(checker, text, by_n, strict, dropped)
+            finally:
+                if owned is not None:
+                    owned.close()
+        return self._check_with(checker, text, by_n, strict, dropped)
+
+    def _check_with(self, checker: Judge, text: str, by_n: dict[int, Source], strict: bool,
+                    dropped: int) -> tuple[str, list[Source], list[SentenceCheck], int, bool]:
         units = split_units(text)
         checks: list[SentenceCheck] = []
         kept: list[Unit] = []

@@ -311,19 +311,26 @@ def run_set(pipeline: Any, questions: list[Question], refs: dict[str, str], *, l
 
     pipeline._refresh_names()
     checker = pipeline.judge
+    owned = None
     if judge == "ollama":
-        checker = OllamaJudge(pipeline.retriever.embedder, pipeline.llm(model))
+        owned = pipeline.llm(model)
+        checker = OllamaJudge(pipeline.retriever.embedder, owned)
         checker.known_names = set(pipeline.judge.known_names)
     rows = []
-    for i, q in enumerate(questions, 1):
-        history: list[dict[str, str]] = []
-        for turn in q.turns:
-            ans = pipeline.answer(turn, llm=llm, model=model, history=history, judge=judge)
-            history += [{"role": "user", "content": turn}, {"role": "assistant", "content": ans.answer}]
-        ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
-        rows.append(score_answer(q, ans, ranked, refs, checker))
-        if progress:
-            progress(f"[{i}/{len(questions)}] {q.id}")
+    try:
+        for i, q in enumerate(questions, 1):
+            history: list[dict[str, str]] = []
+            for turn in q.turns:
+                ans = pipeline.answer(turn, llm=llm, model=model, history=history, judge=judge)
+                history += [{"role": "user", "content": turn},
+                            {"role": "assistant", "content": ans.answer}]
+            ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
+            rows.append(score_answer(q, ans, ranked, refs, checker))
+            if progress:
+                progress(f"[{i}/{len(questions)}] {q.id}")
+    finally:
+        if owned is not None:
+            owned.close()
     return rows
 
 

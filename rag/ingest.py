@@ -147,10 +147,11 @@ def ingest(
         present = {p.paper_id for p in papers}
         read_sources = {r.source for r in results}
         gone: set[str] = set()
+        paths = store.source_paths() if prune else {}
         for pid, (_, _, _, source) in states.items():
             if pid in present:
                 continue
-            if source in read_sources or (prune and not Path(source).exists()):
+            if source in read_sources or (prune and not Path(paths.get(pid, source)).exists()):
                 gone.add(pid)
         report.removed = len(gone)
 

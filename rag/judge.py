@@ -54,8 +54,11 @@ def numbers(text: str) -> set[str]:
     return {n.replace(",", "") for n in _NUMBER.findall(text)}
 
 
+_NOT_SYSTEM_NAMES = {"doi", "arxiv", "mlsys", "acm", "ieee"}
+
+
 def names(text: str) -> set[str]:
-    return {n.lower().rstrip("s") for n in _NAME.findall(text)}
+    return {n.lower().rstrip("s") for n in _NAME.findall(text)} - _NOT_SYSTEM_NAMES
 
 
 def strip_markers(text: str) -> str:
@@ -108,6 +111,9 @@ class Judge:
 
     def score_one(self, claim: str, vector: np.ndarray, abstract: str, title: str = "") -> Support:
         sents, vecs = self.sentences(abstract)
+        if title:  # the cited record's header (title, authors, ids) can support a sentence too
+            head_sents, head_vecs = self.sentences(title)
+            sents, vecs = sents + head_sents, np.vstack([vecs, head_vecs])
         sims = vecs @ vector
         best = int(np.argmax(sims))
         sim = float(sims[best])

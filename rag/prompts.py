@@ -10,6 +10,7 @@ from pathlib import Path
 
 from rag.errors import RagError
 
+
 def _prompts_dir() -> Path:
     """prompts/ of the checkout (editable installs), else the copy `pip install .` puts in
     <prefix>/share/rag/prompts (pyproject's data-files)."""

@@ -15,6 +15,7 @@ import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
 from typing import Any
+from pathlib import Path
 from urllib.parse import urlparse
 
 import numpy as np
@@ -90,6 +91,8 @@ def _metadata(paper: Paper, chunk: Chunk, n_chunks: int) -> dict[str, Any]:
         "n_chunks": n_chunks,
         "content_hash": paper.content_hash(),
         "source": paper.source,
+        # where the file was when ingested: --prune checks this, whatever the working directory
+        "source_path": str(Path(paper.source).resolve()),
         "label": paper.label,
         "title": paper.title or "",
         "venue": (paper.venue or "").lower(),
@@ -164,6 +167,11 @@ class Store:
         """Every chunk: ids, texts and metadata (for the BM25 index)."""
         page = self._get_all(["documents", "metadatas"])
         return page["ids"], page["documents"], page["metadatas"]
+
+    def source_paths(self) -> dict[str, str]:
+        """paper_id -> absolute path of its source file when it was ingested."""
+        return {m["paper_id"]: m.get("source_path", m["source"])
+                for m in self._get_all(["metadatas"], where={"chunk": 0})["metadatas"]}
 
     def paper_states(self) -> dict[str, tuple[str, int, int, str]]:
         """paper_id -> (content hash, chunks expected, chunks present, source)."""

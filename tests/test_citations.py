@@ -2,7 +2,14 @@
 
 from __future__ import annotations
 
-from rag.citations import clean_markers, first_use_order, join_units, numbers_in, renumber, split_units
+from rag.citations import (
+    clean_markers,
+    first_use_order,
+    join_units,
+    numbers_in,
+    renumber,
+    split_units,
+)
 
 
 def test_marker_forms() -> None:

@@ -22,12 +22,12 @@ def test_ask_json_object(seeded_settings, tmp_path) -> None:  # type: ignore[no-
     res = run_rag("ask", Q, "--llm", "none", "--json", cwd=tmp_path, env=_env(seeded_settings))
     assert res.returncode == 0, res.stderr
     obj = json.loads(res.stdout)
-    assert ANSWER_KEYS <= set(obj) and obj["answerer"] == "extractive" and not obj["abstained"]
+    assert set(obj) >= ANSWER_KEYS and obj["answerer"] == "extractive" and not obj["abstained"]
     assert {"retrieve", "generate", "total"} <= set(obj["timings_ms"])
     for c in obj["citations"]:
-        assert CITATION_KEYS <= set(c) and c["quote"] in c["abstract"]
+        assert set(c) >= CITATION_KEYS and c["quote"] in c["abstract"]
     for s in obj["sentences"]:
-        assert SENTENCE_KEYS <= set(s) and set(s["citations"]) <= {c["n"] for c in obj["citations"]}
+        assert set(s) >= SENTENCE_KEYS and set(s["citations"]) <= {c["n"] for c in obj["citations"]}
     assert {"Skrull", "DeepSpeed-Ulysses", "Buff"} <= {c["label"] for c in obj["citations"]}
 
 

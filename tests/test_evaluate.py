@@ -9,13 +9,10 @@ then hand-edit evals/recorded/*.jsonl again (see evals/README.md).
 
 from __future__ import annotations
 
-import gc
 import json
 import re
 import shutil
 import sys
-import warnings
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
@@ -58,16 +55,6 @@ def rag_home(seeded_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> 
     home = tmp_path_factory.mktemp("eval-home") / ".rag"
     shutil.copytree(seeded_settings.home, home)
     return home
-
-
-@pytest.fixture(autouse=True)
-def collect_model_clients() -> Iterator[None]:
-    """Pipeline.answer() opens an Ollama client per call and never closes it; collect the
-    leaked sockets here, so their ResourceWarning does not surface in a later test."""
-    yield
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ResourceWarning)
-        gc.collect()
 
 
 def run_recorded(settings: Any, server: Any, replies_file: Path, out: Path,

@@ -355,7 +355,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
                 ollama["error"] = exc.message if isinstance(exc, RagError) else str(exc)
             finally:
                 if client is not None:
-                    client.client.close()
+                    client.close()
             return {
                 "status": "ok", "version": __version__, "index": settings.index,
                 "papers": len(snap.papers), "chunks": len(snap.chunk_ids),

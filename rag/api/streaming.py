@@ -21,7 +21,6 @@ from typing import Any, TypeVar
 from rag.answer import Answer, Pipeline
 from rag.api.errors import describe, status_of
 from rag.errors import RagError
-from rag.llm import StreamBroken
 
 log = logging.getLogger("rag.api")
 

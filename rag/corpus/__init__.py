@@ -15,7 +15,7 @@ __all__ = ["Paper", "FileResult", "read_file", "expand_paths", "merge_papers"]
 
 MAX_FILE_BYTES = int(os.environ.get("RAG_MAX_FILE_MB", "20")) * 1024 * 1024
 MAX_ABSTRACT_CHARS = 20_000
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".md", ""}
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ""}  # not .md: a folder's README is no corpus
 
 
 @dataclass
