@@ -130,6 +130,7 @@ def ingest(
         raise InputError("no papers to ingest", "point at files with abstracts in them")
 
     with ingest_lock(settings):
+        owned = store is None
         store = store or Store(settings)
         states = store.paper_states()
         todo: dict[str, list[Paper]] = defaultdict(list)
@@ -187,5 +188,7 @@ def ingest(
                     report.sentences += len(sents)
         if gone:
             store.write([], delete_papers=gone)
+        if owned:
+            store.close()
     report.seconds = time.perf_counter() - started
     return report

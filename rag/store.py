@@ -14,8 +14,8 @@ import re
 import time
 from collections.abc import Iterable, Sequence
 from dataclasses import dataclass
-from typing import Any
 from pathlib import Path
+from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
@@ -131,6 +131,10 @@ class Store:
                 f"the index {self.name} cannot be opened: {exc}",
                 f"rebuild it: rm -rf {settings.index_dir} && rag ingest",
             ) from exc
+
+    def close(self) -> None:
+        """Release the client (its share of the embedded store, or its server session)."""
+        self.client.close()
 
     # -- reading -------------------------------------------------------------------------
 

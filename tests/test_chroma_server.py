@@ -64,3 +64,4 @@ def test_replicas_share_one_index(chroma_url: str, tmp_path: Path) -> None:
     assert top.paper.label == "DeepSpeed-Ulysses"
     # nothing of the index lives in the replicas' own directories
     assert not (tmp_path / "a" / "chroma").exists() and not (tmp_path / "b" / "chroma").exists()
+    replica.store.close()

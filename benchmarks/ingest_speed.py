@@ -1,0 +1,262 @@
+"""Ingest speed: seeds/ end to end from a cold process, and ingest throughput against the
+bare embedding model on the same texts, measured in the same run. Prints tables; not a test.
+
+    .venv/bin/python benchmarks/ingest_speed.py [--runs 3] [--scifact 1000|all|0] [--st]
+
+For each corpus (seeds/, and the first N SciFact abstracts written to a temporary JSONL file):
+
+  rag ingest -q           a fresh process into a fresh RAG_HOME: wall time (what a user waits),
+                          and the `ingest()` time it reports (the same minus interpreter start
+                          and the CLI's imports)
+  bare model              a fresh process that computes exactly the texts ingest embeds (chunk
+                          texts with their titles, then sentences), loads the model, and times
+                          only `Embedder.embed` on them
+  phases                  one more ingest in a fresh process with timers around each step
+                          (exclusive times: parse, open Chroma, llama-index import + splitter,
+                          chunking, sentence split, model load, embedding, store writes)
+
+Throughput ratio = bare-model seconds / ingest seconds on the same texts (1.00 = ingest costs
+nothing beyond the model). Runs alternate ingest and bare model so load elsewhere hits both.
+With --st, sentence-transformers' encode() on the same seeds/ texts is timed too (the naive
+stack, for orientation). The ONNX model cache is the user's (~/.cache/rag), as for `rag`.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import os
+import re
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+from _bench import PY, RAG, ROOT, SCIFACT, bench_env, load, median, table, temp_home, verdict, wait_for_quiet
+
+HERE = Path(__file__).resolve()
+
+
+# -- worker modes (run in fresh processes) -----------------------------------------------------
+
+
+def _texts(paths: list[Path]) -> list[str]:
+    """The texts `rag.ingest.ingest` embeds for these files, in the order it embeds them."""
+    from rag.config import get_settings
+    from rag.corpus import merge_papers
+    from rag.corpus.text import split_sentences
+    from rag.ingest import _splitter, embed_text, make_chunks, read_all
+
+    settings = get_settings()
+    results, _ = read_all(paths, skip_bad=False)
+    papers = merge_papers([p for r in results for p in r.papers])
+    splitter = _splitter(settings)
+    by_source: dict[str, list] = {}
+    for p in papers:
+        by_source.setdefault(p.source, []).append(p)
+    texts: list[str] = []
+    for ps in by_source.values():
+        chunks = [embed_text(p, c) for p in ps for c in make_chunks(p, splitter)]
+        sents = [s for p in ps for s in (split_sentences(p.abstract) or [p.abstract])]
+        texts += chunks + sents
+    return texts
+
+
+def worker_bare(paths: list[Path], st: bool) -> dict[str, float]:
+    from rag.config import get_settings
+    from rag.embed import get_embedder
+
+    texts = _texts(paths)
+    s = get_settings()
+    emb = get_embedder(s.model_cache, s.embed_threads)
+    emb.embed(texts[:8], s.embed_batch)  # warm-up
+    t = time.perf_counter()
+    emb.embed(texts, s.embed_batch)
+    out = {"texts": len(texts), "seconds": time.perf_counter() - t}
+    if st:
+        os.environ.setdefault("HF_HUB_OFFLINE", "1")
+        from sentence_transformers import SentenceTransformer
+
+        from rag.embed import MAX_TOKENS, model_path
+
+        model = SentenceTransformer(str(model_path()), device="cpu")
+        model.max_seq_length = MAX_TOKENS
+        model.encode(texts[:8])
+        t = time.perf_counter()
+        model.encode(texts, batch_size=s.embed_batch)
+        out["st_seconds"] = time.perf_counter() - t
+    return out
+
+
+class _Timers:
+    """Exclusive wall time per label; nested timed calls are charged to the inner label."""
+
+    def __init__(self) -> None:
+        self.total: dict[str, float] = {}
+        self.stack: list[list] = []
+
+    def wrap(self, owner: object, attr: str, label: str) -> None:
+        fn = getattr(owner, attr, None)
+        if fn is None:
+            return
+        timers = self
+
+        def timed(*a, **kw):  # type: ignore[no-untyped-def]
+            now = time.perf_counter()
+            if timers.stack:
+                outer = timers.stack[-1]
+                timers.total[outer[0]] = timers.total.get(outer[0], 0.0) + now - outer[1]
+            timers.stack.append([label, now])
+            try:
+                return fn(*a, **kw)
+            finally:
+                end = time.perf_counter()
+                lab, start = timers.stack.pop()
+                timers.total[lab] = timers.total.get(lab, 0.0) + end - start
+                if timers.stack:
+                    timers.stack[-1][1] = end
+
+        setattr(owner, attr, timed)
+
+
+def worker_phases(paths: list[Path]) -> dict[str, object]:
+    t_start = time.perf_counter()
+    import rag.embed
+    import rag.ingest
+    import rag.store
+    from rag.config import get_settings
+
+    timers = _Timers()
+    timers.wrap(rag.ingest, "read_all", "parse files")
+    timers.wrap(rag.store.Store, "__init__", "open Chroma (import chromadb)")
+    timers.wrap(rag.store.Store, "paper_states", "read stored paper states")
+    timers.wrap(rag.ingest, "_splitter", "llama-index import + splitter")
+    timers.wrap(rag.ingest, "make_chunks", "chunking (SentenceSplitter; nltk on first use)")
+    timers.wrap(rag.ingest, "split_sentences", "sentence split")
+    timers.wrap(rag.embed.Embedder, "__init__", "model load (onnxruntime session)")
+    timers.wrap(rag.embed.Embedder, "embed", "embedding (Embedder.embed)")
+    timers.wrap(rag.store.Store, "write", "store writes (Chroma)")
+    settings = get_settings()
+    t_imports = time.perf_counter() - t_start
+    report = rag.ingest.ingest(paths, settings, show_progress=False)
+    return {"ingest_seconds": report.seconds, "imports_before": t_imports,
+            "phases": timers.total, "texts": report.chunks + report.sentences,
+            "papers": report.papers, "chunks": report.chunks, "sentences": report.sentences}
+
+
+# -- driver ------------------------------------------------------------------------------------
+
+
+def _worker(mode: str, paths: list[Path], home: Path, *extra: str) -> tuple[dict, float]:
+    env = bench_env(home)
+    start = time.perf_counter()
+    proc = subprocess.run([PY, str(HERE), "--worker", mode, *extra, *map(str, paths)], env=env,
+                          cwd=ROOT, capture_output=True, text=True)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"worker {mode} failed:\n{proc.stderr[-3000:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1]), wall
+
+
+def _cli_ingest(paths: list[Path], home: Path) -> tuple[float, float, int]:
+    """(wall s, ingest() s as reported, texts embedded) of a cold `rag ingest -q`."""
+    env = bench_env(home)
+    start = time.perf_counter()
+    proc = subprocess.run([RAG, "ingest", "-q", *map(str, paths)], env=env, cwd=ROOT,
+                          capture_output=True, text=True, stdin=subprocess.DEVNULL)
+    wall = time.perf_counter() - start
+    if proc.returncode:
+        raise SystemExit(f"rag ingest failed:\n{proc.stderr[-3000:]}")
+    m = re.search(r"(\d+) chunks and (\d+) sentences embedded in ([\d.]+) s", proc.stdout)
+    if not m:
+        raise SystemExit(f"unexpected rag ingest output: {proc.stdout!r}")
+    return wall, float(m.group(3)), int(m.group(1)) + int(m.group(2))
+
+
+def measure(name: str, paths: list[Path], runs: int, st: bool) -> dict[str, object]:
+    walls, inner, bares, st_secs = [], [], [], []
+    texts = 0
+    for _ in range(runs):
+        with temp_home() as home:
+            wall, secs, texts = _cli_ingest(paths, home)
+        walls.append(wall)
+        inner.append(secs)
+        with temp_home() as home:
+            bare, _ = _worker("bare", paths, home, *(["--st"] if st else []))
+        if bare["texts"] != texts:
+            print(f"warning: bare model embedded {bare['texts']} texts, ingest {texts}", file=sys.stderr)
+        bares.append(bare["seconds"])
+        if "st_seconds" in bare:
+            st_secs.append(bare["st_seconds"])
+    with temp_home() as home:
+        phases, phase_wall = _worker("phases", paths, home)
+    return {"name": name, "texts": texts, "papers": phases["papers"], "wall": median(walls),
+            "walls": walls, "inner": median(inner), "bare": median(bares), "bares": bares,
+            "st": median(st_secs) if st_secs else None, "phases": phases, "phase_wall": phase_wall}
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--runs", type=int, default=3, help="runs per corpus (median)")
+    ap.add_argument("--scifact", default="1000",
+                    help="SciFact abstracts to ingest too: a number, 'all' (5,183), or 0 for none")
+    ap.add_argument("--scifact-runs", type=int, default=1)
+    ap.add_argument("--st", action="store_true", help="also time sentence-transformers on seeds/")
+    ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS")
+    ap.add_argument("--worker", help=argparse.SUPPRESS)
+    ap.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
+    args = ap.parse_args()
+    if args.worker:
+        sys.path.insert(0, str(ROOT))
+        out = worker_bare(args.paths, args.st) if args.worker == "bare" else worker_phases(args.paths)
+        print(json.dumps(out))
+        return
+
+    wait_for_quiet(timeout=args.wait_quiet)
+    before = load()
+    results = [measure("seeds/", [ROOT / "seeds"], args.runs, args.st)]
+    with temp_home("rag-bench-scifact-") as tmp:
+        if args.scifact not in ("0", ""):
+            lines = (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
+            n = len(lines) if args.scifact == "all" else min(int(args.scifact), len(lines))
+            subset = tmp / f"scifact-{n}.jsonl"
+            subset.write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
+            results.append(measure(f"SciFact, {n} abstracts", [subset], args.scifact_runs, False))
+    after = load()
+
+    print(f"\nIngest speed ({before} before, {after} after)\n")
+    rows = []
+    for r in results:
+        ratio_wall = r["bare"] / r["wall"]
+        ratio_inner = r["bare"] / r["inner"]
+        rows.append([r["name"], r["papers"], r["texts"], f"{r['wall']:.1f}", f"{r['inner']:.1f}",
+                     f"{r['bare']:.1f}", f"{ratio_wall:.2f}", f"{ratio_inner:.2f}",
+                     f"{r['papers'] / r['wall']:.1f}", f"{r['texts'] / r['wall']:.0f}"])
+    print(table(["corpus", "papers", "texts", "rag ingest wall s", "ingest() s", "bare model s",
+                 "throughput ratio (wall)", "ratio (ingest())", "abstracts/s (wall)",
+                 "texts/s (wall)"], rows))
+    seeds = results[0]
+    print(f"\nseeds/ from a cold process: median {seeds['wall']:.1f} s of "
+          f"{[round(w, 1) for w in seeds['walls']]} (target <= 15 s: {verdict(seeds['wall'], 15)})")
+    for r in results:
+        print(f"{r['name']}: throughput ratio {r['bare'] / r['wall']:.2f} end to end "
+              f"(target >= 0.85: {verdict(r['bare'] / r['wall'], 0.85, True)}), "
+              f"{r['bare'] / r['inner']:.2f} for ingest() alone")
+    if seeds["st"]:
+        print(f"sentence-transformers encode() on the same seeds/ texts: {seeds['st']:.1f} s "
+              f"(x{seeds['st'] / seeds['bare']:.2f} the ONNX model's time)")
+    for r in results:
+        ph = r["phases"]
+        total = sum(ph["phases"].values())
+        print(f"\nWhere the time goes, {r['name']} (one more ingest in a fresh process: "
+              f"{r['phase_wall']:.1f} s wall, ingest() {ph['ingest_seconds']:.1f} s, "
+              f"imports before ingest() {ph['imports_before']:.2f} s):\n")
+        prow = [[k, f"{v:.2f}", f"{v / ph['ingest_seconds']:.0%}"]
+                for k, v in sorted(ph["phases"].items(), key=lambda kv: -kv[1])]
+        prow.append(["(untimed rest of ingest())", f"{ph['ingest_seconds'] - total:.2f}",
+                     f"{(ph['ingest_seconds'] - total) / ph['ingest_seconds']:.0%}"])
+        print(table(["phase", "seconds", "share of ingest()"], prow))
+
+
+if __name__ == "__main__":
+    main()
