@@ -13,6 +13,7 @@ import os
 import sys
 import tempfile
 import threading
+from collections import OrderedDict
 from collections.abc import Callable, Sequence
 from functools import lru_cache
 from pathlib import Path
@@ -26,6 +27,7 @@ log = logging.getLogger(__name__)
 MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length; the bundled tokenizer.json says 128
+CACHE_TEXTS = 2048  # vectors of single texts kept (query time: questions, claims, headers)
 
 
 def model_path() -> Path:
@@ -99,9 +101,35 @@ class Embedder:
         options.log_severity_level = 3
         self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self._lock = threading.Lock()  # the tokenizer's padding state is shared
+        # One answer embeds the same short text several times (the question for retrieval and
+        # again for sentence scoring, a list question's topic three times): a single text is
+        # embedded once and then served from here. Ingest's large calls never use it.
+        self._cache: OrderedDict[str, np.ndarray] = OrderedDict()
+        self._cache_lock = threading.Lock()
 
     def embed(
         self, texts: Sequence[str], batch: int = 32, progress: Callable[[int], None] | None = None
+    ) -> np.ndarray:
+        if len(texts) == 1:
+            key = texts[0]
+            with self._cache_lock:
+                hit = self._cache.get(key)
+                if hit is not None:
+                    self._cache.move_to_end(key)
+            if hit is not None:
+                if progress:
+                    progress(1)
+                return hit[None, :].copy()
+            vec = self._embed(texts, batch, progress)
+            with self._cache_lock:
+                self._cache[key] = vec[0].copy()
+                if len(self._cache) > CACHE_TEXTS:
+                    self._cache.popitem(last=False)
+            return vec
+        return self._embed(texts, batch, progress)
+
+    def _embed(
+        self, texts: Sequence[str], batch: int, progress: Callable[[int], None] | None
     ) -> np.ndarray:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         # Length-sorted batches waste little compute on padding.

@@ -52,8 +52,15 @@ class IngestReport:
 @contextlib.contextmanager
 def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
     """One writer at a time per data directory; a second ingest waits, saying so."""
-    settings.home.mkdir(parents=True, exist_ok=True)
-    with open(settings.home / "ingest.lock", "w") as fh:
+    try:
+        settings.home.mkdir(parents=True, exist_ok=True)
+        lock = open(settings.home / "ingest.lock", "a")  # noqa: SIM115 (closed below)
+    except OSError as exc:  # a read-only or unreachable data directory
+        raise IndexStoreError(
+            f"cannot write to the data directory {settings.home}: {exc.strerror or exc}",
+            "make it writable, or point RAG_HOME at a writable directory",
+        ) from None
+    with lock as fh:
         try:
             fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
         except BlockingIOError:

@@ -15,15 +15,17 @@ import re
 import threading
 import unicodedata
 from dataclasses import dataclass, field
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
-from rag.config import Settings
 from rag.corpus.paper import Paper
-from rag.embed import Embedder, get_embedder
 from rag.errors import InputError
-from rag.store import Store
+
+if TYPE_CHECKING:  # imported where used: `Filters` alone (the thin client) needs none of them
+    import numpy as np
+
+    from rag.config import Settings
+    from rag.embed import Embedder
+    from rag.store import Store
 
 log = logging.getLogger(__name__)
 
@@ -132,8 +134,12 @@ class Snapshot:
         if not tokens:
             return []
         scores = self.bm25.get_scores(tokens)
+        import numpy as np
+
         top = np.argsort(-scores)[:pool]
-        return [(self.chunk_ids[i], float(scores[i])) for i in top if scores[i] > 0]
+        top = top[scores[top] > 0]
+        ids = self.chunk_ids
+        return [(ids[i], s) for i, s in zip(top.tolist(), scores[top].tolist(), strict=True)]
 
 
 _snapshots: dict[str, Snapshot] = {}
@@ -224,7 +230,11 @@ class Retriever:
     def __init__(self, settings: Settings, store: Store | None = None,
                  embedder: Embedder | None = None) -> None:
         self.settings = settings
-        self.store = store or Store(settings)
+        if store is None:
+            from rag.store import Store
+
+            store = Store(settings)
+        self.store = store
         self._embedder = embedder
         self._names: _Names | None = None
 
@@ -232,6 +242,8 @@ class Retriever:
     def embedder(self) -> Embedder:
         """Loaded on first use: listing or showing papers needs no model (~1 s saved)."""
         if self._embedder is None:
+            from rag.embed import get_embedder
+
             self._embedder = get_embedder(self.settings.model_cache, self.settings.embed_threads)
         return self._embedder
 
@@ -257,12 +269,13 @@ class Retriever:
             where = {"paper_id": {"$in": sorted(allowed)}} if len(allowed) > 1 else {
                 "paper_id": next(iter(allowed))}
         vector = self.embed_query(query)
-        dense = self.store.query(vector, DENSE_POOL, where, total=len(snap.chunk_ids))
+        dense = self.store.query_ids(vector, DENSE_POOL, where, total=len(snap.chunk_ids))
         bm25 = [
             (cid, s) for cid, s in snap.bm25_ranking(query, DENSE_POOL * 4)
             if allowed is None or snap.chunk_paper[cid] in allowed
         ][:DENSE_POOL]
-        fused = _fuse([[h.chunk_id for h in dense], [cid for cid, _ in bm25]])
+        dense_ids = [cid for cid, _ in dense]
+        fused = _fuse([dense_ids, [cid for cid, _ in bm25]])
         # A third ranking: papers the query names ("How does PASCL work?"). The dense model
         # does not know such names, and RRF lets its confident-looking but unrelated top hit
         # tie with BM25's exact match; this puts a named paper first, as users expect.
@@ -274,9 +287,9 @@ class Retriever:
             if (allowed is None or pid in allowed) and self._names.chunks.get(pid)
         ]
         if named:
-            fused = _fuse([[h.chunk_id for h in dense], [cid for cid, _ in bm25], named])
+            fused = _fuse([dense_ids, [cid for cid, _ in bm25], named])
 
-        similarity = {h.chunk_id: h.similarity for h in dense}
+        similarity = dict(dense)
         paper_of = snap.chunk_paper
         hits: dict[str, PaperHit] = {}
         for cid, score in sorted(fused.items(), key=lambda kv: -kv[1]):

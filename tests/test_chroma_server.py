@@ -47,21 +47,26 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
 
 
 def test_replicas_share_one_index(chroma_url: str, tmp_path: Path) -> None:
-    from rag.config import Settings
-    from rag.ingest import ingest
-    from rag.retrieve import Retriever
+    """Two replicas (own RAG_HOME each) of the real CLI, one index on the Chroma server."""
+    import json
 
-    writer = Settings(home=tmp_path / "a", chroma_url=chroma_url, index="shared")
-    reader = Settings(home=tmp_path / "b", chroma_url=chroma_url, index="shared")
-    ingest([SEEDS / "000_1d593446947ebb0f.txt"], writer, show_progress=False)
-    replica = Retriever(reader)
-    assert replica.search("dynamic data scheduler for long-context SFT", 1)[0].paper.label == "Skrull"
-    assert len(replica.papers()) == 5
+    from tests.conftest import run_rag
+
+    def replica(name: str, *args: str) -> str:
+        env = {"RAG_CHROMA_URL": chroma_url, "RAG_INDEX": "shared", "RAG_HOME": str(tmp_path / name)}
+        res = run_rag(*args, cwd=tmp_path, env=env)
+        assert res.returncode == 0, res.stderr
+        return res.stdout
+
+    def top(name: str, query: str) -> str:
+        return str(json.loads(replica(name, "search", query, "-k", "1", "--json"))["results"][0]["label"])
+
+    replica("a", "ingest", "-q", str(SEEDS / "000_1d593446947ebb0f.txt"))
+    assert top("b", "dynamic data scheduler for long-context SFT") == "Skrull"
+    assert len(json.loads(replica("b", "papers", "--json"))["papers"]) == 5
     # the writer adds a file: the other replica's BM25 and paper list follow the shared store
-    ingest([SEEDS / "001_081bc128d00d0de2.txt"], writer, show_progress=False)
-    assert len(replica.papers()) == 15
-    top = replica.search("DeepSpeed-Ulysses sequence parallelism all-to-all", 1)[0]
-    assert top.paper.label == "DeepSpeed-Ulysses"
+    replica("a", "ingest", "-q", str(SEEDS / "001_081bc128d00d0de2.txt"))
+    assert len(json.loads(replica("b", "papers", "--json"))["papers"]) == 15
+    assert top("b", "DeepSpeed-Ulysses sequence parallelism all-to-all") == "DeepSpeed-Ulysses"
     # nothing of the index lives in the replicas' own directories
     assert not (tmp_path / "a" / "chroma").exists() and not (tmp_path / "b" / "chroma").exists()
-    replica.store.close()

@@ -4,8 +4,10 @@ shared rag.answer.Pipeline, loaded once at start-up and run in a thread pool."""
 
 from __future__ import annotations
 
+import json
 import logging
 import os
+import re
 import secrets
 import sys
 from collections.abc import AsyncGenerator, AsyncIterator
@@ -113,6 +115,45 @@ async def require_key(
     given = credentials.credentials if credentials else ""
     if not secrets.compare_digest(given.encode(), key.encode()):
         raise Unauthorized()
+
+
+_SURROGATE_ESCAPE = re.compile(rb"\\u[dD][89a-fA-F]")
+
+
+def _lone_surrogate(value: Any, loc: tuple[str | int, ...]) -> tuple[str | int, ...] | None:
+    if isinstance(value, str):
+        try:
+            value.encode("utf-8")
+        except UnicodeEncodeError:
+            return loc
+    elif isinstance(value, dict):
+        for k, v in value.items():
+            if found := _lone_surrogate(v, (*loc, k)):
+                return found
+    elif isinstance(value, list):
+        for i, v in enumerate(value):
+            if found := _lone_surrogate(v, (*loc, i)):
+                return found
+    return None
+
+
+async def valid_unicode(request: Request) -> None:
+    """JSON can spell half of a UTF-16 pair ("\\ud83d"), which is no text: the fields typed as
+    a union of a string and something else let it through to the tokenizer, which raised a
+    TypeError (a 500). It is bad input: a 422 naming the field."""
+    if request.method != "POST":
+        return
+    body = await request.body()  # FastAPI has read it already; this is its cached copy
+    if not _SURROGATE_ESCAPE.search(body):
+        return
+    try:
+        data = json.loads(body)
+    except ValueError:
+        return  # not JSON: the body's own validation says so
+    loc = _lone_surrogate(data, ("body",))
+    if loc:
+        raise field_error(loc, "the text holds a lone UTF-16 surrogate, which is not valid Unicode",
+                          "string_unicode")
 
 
 def _pipeline(request: Request) -> Pipeline:
@@ -257,7 +298,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
             allow_headers=["Authorization", "Content-Type"], max_age=600,
         )
 
-    api = APIRouter(dependencies=[Depends(require_key)], responses=ERROR_RESPONSES)
+    api = APIRouter(dependencies=[Depends(require_key), Depends(valid_unicode)],
+                    responses=ERROR_RESPONSES)
 
     @api.post("/ask", response_model=AnswerPublic, tags=["answers"],
               summary="Answer a question (the object `rag ask --json` prints)")
@@ -340,7 +382,12 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         def probe() -> dict[str, Any]:
             from rag.llm import Ollama
 
-            snap = pipeline.retriever.snapshot()
+            try:
+                snap = pipeline.retriever.snapshot()
+                index = {"papers": len(snap.papers), "chunks": len(snap.chunk_ids)}
+            except RagError as exc:  # the index broke under the server: /health still answers
+                log.error("health: %s (hint: %s)", exc.message, exc.hint)
+                index = {"papers": 0, "chunks": 0}
             ollama: dict[str, Any] = {"host": settings.ollama_host, "model": settings.model,
                                       "reachable": False, "model_present": False, "error": None}
             client = None
@@ -358,7 +405,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
                     client.close()
             return {
                 "status": "ok", "version": __version__, "index": settings.index,
-                "papers": len(snap.papers), "chunks": len(snap.chunk_ids),
+                **index,
                 "embedding_model": getattr(pipeline.retriever.embedder, "name", "unknown"),
                 "llm": settings.llm, "ollama": ollama, "auth_required": bool(settings.api_key),
             }
@@ -368,7 +415,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
     from rag.api.openai_compat import router as openai_router
 
     app.include_router(api)
-    app.include_router(openai_router, dependencies=[Depends(require_key)])
+    app.include_router(openai_router, dependencies=[Depends(require_key), Depends(valid_unicode)])
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:
