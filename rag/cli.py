@@ -51,20 +51,12 @@ def emit_json(obj: Any) -> None:
 
 def _ensure_index(settings: Any) -> Any:
     """Open the retriever; an empty index gets seeds/ ingested first, saying so."""
+    from rag.ingest import ensure_seeded
     from rag.retrieve import Retriever
     from rag.store import Store
 
     store = Store(settings)
-    if store.count() == 0:
-        seeds = settings.seeds
-        if not seeds.exists():
-            raise RagError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
-                           "run `rag ingest PATH` first")
-        click.echo(f"index '{settings.index}' is empty: ingesting {seeds}/ first", err=True)
-        from rag.ingest import ingest
-
-        report = ingest([seeds], settings, store=store)
-        click.echo(report.summary(), err=True)
+    ensure_seeded(settings, store, say=lambda text: click.echo(text, err=True))
     return Retriever(settings, store=store)
 
 

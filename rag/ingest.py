@@ -12,7 +12,7 @@ import fcntl
 import sys
 import time
 from collections import defaultdict
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -20,7 +20,7 @@ from rag.config import Settings
 from rag.corpus import FileResult, Paper, expand_paths, merge_papers, read_file
 from rag.corpus.text import split_sentences
 from rag.embed import get_embedder
-from rag.errors import IndexStoreError, InputError, ParseError
+from rag.errors import IndexStoreError, InputError, ParseError, RagError
 from rag.store import Chunk, Store
 
 
@@ -199,3 +199,19 @@ def ingest(
             store.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] | None = None,
+                  show_progress: bool = True) -> None:
+    """An empty index gets settings.seeds ingested first (what `rag ask` and `rag serve` do)."""
+    if store.count() > 0:
+        return
+    seeds = settings.seeds
+    if not seeds.exists():
+        raise RagError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
+                       "run `rag ingest PATH` first")
+    if say:
+        say(f"index '{settings.index}' is empty: ingesting {seeds}/ first")
+    report = ingest([seeds], settings, store=store, show_progress=show_progress)
+    if say:
+        say(report.summary())

@@ -75,21 +75,11 @@ PAGE_HEADERS = {
 
 def load_pipeline(settings: Settings, say: Any = None) -> Pipeline:
     """Open the index (ingesting settings.seeds into an empty one), load the models, warm up."""
+    from rag.ingest import ensure_seeded
     from rag.store import Store
 
     store = Store(settings)
-    if store.count() == 0:
-        seeds = settings.seeds
-        if not seeds.exists():
-            raise RagError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
-                           "run `rag ingest PATH` first")
-        from rag.ingest import ingest
-
-        if say:
-            say(f"index '{settings.index}' is empty: ingesting {seeds}/ first")
-        report = ingest([seeds], settings, store=store, show_progress=False)
-        if say:
-            say(report.summary())
+    ensure_seeded(settings, store, say=say, show_progress=False)
     pipeline = Pipeline(settings, Retriever(settings, store=store))
     pipeline.retriever.snapshot()  # chunk texts and the BM25 index
     pipeline.retriever.embed_query("warm up")  # the ONNX session
