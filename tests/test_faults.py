@@ -158,7 +158,7 @@ class Background:
         deadline = time.monotonic() + timeout
         while not ok():
             if self.proc.poll() is not None:
-                self._reader.join(5)
+                self._close()
                 pytest.fail(f"rag exited ({self.proc.returncode}) before {what}:\n{self.err[-2000:]}")
             if time.monotonic() > deadline:
                 self.stop()
@@ -166,18 +166,28 @@ class Background:
             time.sleep(0.002)
 
     def finish(self, timeout: float = 180) -> tuple[int, str, str]:
+        """Exit code, stdout (one summary line: never enough to fill the pipe) and stderr."""
         try:
-            out, _ = self.proc.communicate(timeout=timeout)
+            self.proc.wait(timeout)
         except subprocess.TimeoutExpired:
             self.stop()
             raise
-        self._reader.join(5)
-        return self.proc.returncode, out.decode(errors="replace"), self.err
+        assert self.proc.stdout is not None
+        out = self.proc.stdout.read().decode(errors="replace")
+        self._close()
+        return self.proc.returncode, out, self.err
 
     def stop(self) -> None:
         if self.proc.poll() is None:
             self.proc.kill()
         self.proc.wait(10)
+        self._close()
+
+    def _close(self) -> None:
+        self._reader.join(5)  # it reads stderr to its end
+        for pipe in (self.proc.stdout, self.proc.stderr):
+            if pipe is not None:
+                pipe.close()
 
 
 def chroma_files(home: Path) -> set[tuple[str, int, int]]:
