@@ -20,7 +20,7 @@ from rag.config import Settings
 from rag.corpus import FileResult, Paper, expand_paths, merge_papers, read_file
 from rag.corpus.text import split_sentences
 from rag.embed import get_embedder
-from rag.errors import IndexStoreError, InputError, ParseError, RagError
+from rag.errors import IndexStoreError, InputError, ParseError
 from rag.store import Chunk, Store
 
 
@@ -208,8 +208,8 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
         return
     seeds = settings.seeds
     if not seeds.exists():
-        raise RagError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
-                       "run `rag ingest PATH` first")
+        raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
+                              "run `rag ingest PATH` first, or set RAG_SEEDS to a corpus directory")
     if say:
         say(f"index '{settings.index}' is empty: ingesting {seeds}/ first")
     report = ingest([seeds], settings, store=store, show_progress=show_progress)

@@ -73,6 +73,16 @@ def test_ask_bad_input_exits_2(seeded_settings, tmp_path) -> None:  # type: igno
     assert res.returncode == 2 and "year" in res.stderr
 
 
+def test_ask_with_an_empty_index_and_no_seeds_exits_3(tmp_path) -> None:  # type: ignore[no-untyped-def]
+    # a fresh machine, run outside the checkout: nothing to answer from
+    home = tmp_path / ".rag"
+    res = run_rag("ask", Q, "--llm", "none", cwd=tmp_path,
+                  env={"RAG_HOME": str(home), "RAG_SEEDS": str(tmp_path / "nowhere")})
+    assert res.returncode == 3, res.stderr
+    assert "is empty" in res.stderr and str(tmp_path / "nowhere") in res.stderr
+    assert "rag ingest PATH" in res.stderr
+
+
 def test_chat_follow_up_and_commands(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
     import subprocess
 
