@@ -512,8 +512,10 @@ class Pipeline:
         list_q = is_list_question(question)
         pool = self.retriever.search(standalone, max(k, 50), filters)
         relevant = self.lookup(standalone, filters) + self.relevant(standalone, pool, self.settings.min_relevance)
-        seen: set[str] = set()
-        relevant = [h for h in relevant if not (h.paper.paper_id in seen or seen.add(h.paper.paper_id))]
+        first: dict[str, PaperHit] = {}
+        for h in relevant:
+            first.setdefault(h.paper.paper_id, h)
+        relevant = list(first.values())
         if list_q:
             chosen = self.list_members(standalone, filters)[:LIST_MAX_SOURCES] if relevant else []
         else:

@@ -33,6 +33,15 @@ def _settings(index: str | None = None, **overrides: Any) -> Any:
     return s.model_copy(update=updates) if updates else s
 
 
+def _remote() -> Any:
+    """The `rag serve` that RAG_SERVER_URL names (the CLI is then a thin client), or None."""
+    if not os.environ.get("RAG_SERVER_URL", "").strip():
+        return None  # rag.client imports httpx, which the local path does not need
+    from rag.client import Remote
+
+    return Remote.from_env()
+
+
 def index_option(fn: F) -> F:
     return click.option("--index", "index", metavar="NAME",
                         help="Index to use (default: RAG_INDEX or 'default').")(fn)
@@ -110,14 +119,15 @@ def search_json(query: str, index: str, hits: list[Any]) -> dict[str, Any]:
 def search(query: str, k: int, as_json: bool, index: str | None, venue: str | None,
            year: str | None, source: str | None) -> None:
     """Rank papers for QUERY (hybrid dense + BM25)."""
-    from rag.retrieve import Filters
-
-    settings = _settings(index)
-    if settings.server_url:
+    remote = _remote()
+    if remote:
         from rag.client import remote_search
 
-        result = remote_search(settings, query, k, venue, year, source)
+        result = remote_search(remote, query, k, venue, year, source)
     else:
+        from rag.retrieve import Filters
+
+        settings = _settings(index)
         retriever = _ensure_index(settings)
         hits = retriever.search(query, k, Filters.parse(venue, year, source))
         result = search_json(query, settings.index, hits)
@@ -235,14 +245,11 @@ def ask(question: str, k: int | None, llm: str | None, model: str | None, strict
         as_json: bool, index: str | None, venue: str | None, year: str | None,
         source: str | None) -> None:
     """Answer QUESTION from the abstracts, with checked citations."""
-    from rag.retrieve import Filters
-
-    settings = _settings(index)
-    filters = Filters.parse(venue, year, source)
-    if settings.server_url:
+    remote = _remote()
+    if remote:
         from rag.client import remote_ask
 
-        result = remote_ask(settings, question, k, llm, model, strict, venue, year, source)
+        result = remote_ask(remote, question, k, llm, model, strict, venue, year, source)
         if as_json:
             emit_json(result)
         else:
@@ -251,7 +258,10 @@ def ask(question: str, k: int | None, llm: str | None, model: str | None, strict
             _print_answer(result, streamed=False)
         return
     from rag.answer import Pipeline
+    from rag.retrieve import Filters
 
+    settings = _settings(index)
+    filters = Filters.parse(venue, year, source)
     pipeline = Pipeline(settings, _ensure_index(settings))
     streamed = False
 

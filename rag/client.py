@@ -7,22 +7,40 @@
 
 from __future__ import annotations
 
+import os
+from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from rag import errors as rag_errors
-from rag.config import Settings
 from rag.errors import InputError, LLMError, RagError
 
 CONNECT_TIMEOUT = 5.0
+# The server enforces its own Ollama timeout and answers with an error; the client only needs
+# to outwait it.
+ASK_TIMEOUT = 600.0
 
 
-def _headers(settings: Settings) -> dict[str, str]:
-    headers = {"Accept": "application/json"}
-    if settings.api_key:
-        headers["Authorization"] = f"Bearer {settings.api_key}"
-    return headers
+@dataclass(frozen=True)
+class Remote:
+    """The running `rag serve` to call: RAG_SERVER_URL and RAG_API_KEY, read straight from the
+    environment, because importing rag.config (pydantic-settings) would be a third of a thin
+    client's start-up."""
+
+    url: str
+    api_key: str | None = None
+
+    @classmethod
+    def from_env(cls) -> Remote | None:
+        url = os.environ.get("RAG_SERVER_URL", "").strip()
+        return cls(url, os.environ.get("RAG_API_KEY") or None) if url else None
+
+    def headers(self) -> dict[str, str]:
+        headers = {"Accept": "application/json"}
+        if self.api_key:
+            headers["Authorization"] = f"Bearer {self.api_key}"
+        return headers
 
 
 def _error_from(resp: httpx.Response, url: str) -> RagError:
@@ -47,16 +65,18 @@ def _error_from(resp: httpx.Response, url: str) -> RagError:
     return RagError(message, hint)
 
 
-def _request(settings: Settings, method: str, path: str, *, read_timeout: float,
+def _request(remote: Remote, method: str, path: str, *, read_timeout: float,
              **kwargs: Any) -> dict[str, Any]:
-    base = (settings.server_url or "").rstrip("/")
+    base = remote.url.rstrip("/")
     if not base.startswith(("http://", "https://")):
-        raise InputError(f"RAG_SERVER_URL {settings.server_url!r} is not an http(s) URL",
+        raise InputError(f"RAG_SERVER_URL {remote.url!r} is not an http(s) URL",
                          "set it like http://127.0.0.1:8000, or unset it to work locally")
     url = base + path
     timeout = httpx.Timeout(read_timeout, connect=CONNECT_TIMEOUT)
+    # A plain-http server needs no TLS context: building one loads the CA bundle (~90 ms).
+    verify = base.startswith("https://")
     try:
-        with httpx.Client(timeout=timeout, headers=_headers(settings)) as client:
+        with httpx.Client(timeout=timeout, headers=remote.headers(), verify=verify) as client:
             resp = client.request(method, url, **kwargs)
     except httpx.ConnectError as exc:
         raise RagError(f"cannot connect to the rag server at {base} ({exc})",
@@ -84,14 +104,14 @@ def _filters(venue: str | None, year: str | int | None, source: str | None) -> d
     return {k: v for k, v in (("venue", venue), ("year", year), ("source", source)) if v not in (None, "")}
 
 
-def remote_search(settings: Settings, query: str, k: int, venue: str | None = None,
+def remote_search(remote: Remote, query: str, k: int, venue: str | None = None,
                   year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
     """GET /search: the object `rag search --json` prints."""
     params = {"q": query, "k": k, **_filters(venue, year, source)}
-    return _request(settings, "GET", "/search", params=params, read_timeout=60.0)
+    return _request(remote, "GET", "/search", params=params, read_timeout=60.0)
 
 
-def remote_ask(settings: Settings, question: str, k: int | None = None, llm: str | None = None,
+def remote_ask(remote: Remote, question: str, k: int | None = None, llm: str | None = None,
                model: str | None = None, strict: bool = False, venue: str | None = None,
                year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
     """POST /ask: the object `rag ask --json` prints."""
@@ -99,6 +119,4 @@ def remote_ask(settings: Settings, question: str, k: int | None = None, llm: str
     for key, value in (("k", k), ("llm", llm), ("model", model)):
         if value is not None:
             body[key] = value
-    # An LLM answer may take the model's whole timeout, plus retrieval and checking.
-    return _request(settings, "POST", "/ask", json=body,
-                    read_timeout=max(60.0, settings.llm_timeout + 60.0))
+    return _request(remote, "POST", "/ask", json=body, read_timeout=ASK_TIMEOUT)

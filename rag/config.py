@@ -5,9 +5,12 @@ from __future__ import annotations
 import os
 from functools import lru_cache
 from pathlib import Path
+from typing import Literal
 
-from pydantic import AliasChoices, Field
+from pydantic import AliasChoices, Field, ValidationError
 from pydantic_settings import BaseSettings, SettingsConfigDict
+
+from rag.errors import InputError
 
 
 class Settings(BaseSettings):
@@ -32,6 +35,11 @@ class Settings(BaseSettings):
     chunk_overlap: int = Field(30, description="Token overlap between neighbouring chunks.")
     embed_batch: int = Field(32, description="Texts per embedding batch.")
     embed_threads: int = Field(0, description="onnxruntime intra-op threads (0: all cores).")
+    device: Literal["auto", "cpu", "cuda"] = Field(
+        "auto",
+        description="Where ingest embeds: auto (a CUDA GPU when onnxruntime-gpu can use one, "
+        "else the CPU), cpu, or cuda. Queries embed on the CPU.",
+    )
 
     # Retrieval
     k: int = Field(8, description="Papers passed to the answerer by default.")
@@ -52,7 +60,8 @@ class Settings(BaseSettings):
 
     # Service
     server_url: str | None = Field(
-        None, description="When set, `rag ask`/`rag search` call this running `rag serve`."
+        None, description="When set, `rag ask`/`rag search` call this running `rag serve` "
+        "(rag/client.py reads it, and RAG_API_KEY, straight from the environment).",
     )
     api_key: str | None = Field(None, description="Bearer token required by `rag serve` when set.")
     cors_origins: str = Field("", description="Comma-separated origins allowed by CORS.")
@@ -66,6 +75,18 @@ class Settings(BaseSettings):
         return self.home / "models"
 
 
+def env_name(field: str) -> str:
+    """The environment variable that sets a Settings field."""
+    return "OLLAMA_HOST" if field == "ollama_host" else f"RAG_{field.upper()}"
+
+
 @lru_cache
 def get_settings() -> Settings:
-    return Settings()
+    try:
+        return Settings()
+    except ValidationError as exc:
+        problems = "; ".join(
+            f"{env_name(str(e['loc'][0]))}={e.get('input')!r}: {e['msg']}" for e in exc.errors()
+        )
+        raise InputError(f"bad setting: {problems}",
+                         "fix or unset that environment variable (README: Configuration)") from None

@@ -20,7 +20,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.errors import RagError
+from rag.errors import InputError, RagError
 
 log = logging.getLogger(__name__)
 
@@ -85,7 +85,7 @@ class Embedder:
     name = MODEL_NAME
     dim = DIM
 
-    def __init__(self, cache_dir: Path, threads: int = 0) -> None:
+    def __init__(self, cache_dir: Path, threads: int = 0, device: str = "cpu") -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
@@ -105,7 +105,11 @@ class Embedder:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
+        providers = ["CPUExecutionProvider"]
+        if device == "cuda":
+            providers.insert(0, "CUDAExecutionProvider")
+        self.device = device
+        self.session = ort.InferenceSession(str(onnx_file), options, providers=providers)
         self._lock = threading.Lock()  # one tokenizer call at a time, as before
         # One answer embeds the same short text several times (the question for retrieval and
         # again for sentence scoring, a list question's topic three times): a single text is
@@ -165,6 +169,28 @@ class Embedder:
         return out
 
 
+def resolve_device(device: str) -> str:
+    """cpu or cuda for a RAG_DEVICE setting: auto takes a GPU when onnxruntime can use one
+    (the onnxruntime-gpu package and a CUDA device), else the CPU."""
+    if device == "cpu":
+        return "cpu"
+    import onnxruntime as ort
+
+    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
+    if device == "cuda" and not has_cuda:
+        raise InputError(
+            "RAG_DEVICE=cuda, but this onnxruntime cannot use a GPU "
+            f"(it offers {', '.join(ort.get_available_providers())})",
+            "install onnxruntime-gpu on a machine with CUDA, or set RAG_DEVICE=auto or cpu",
+        )
+    return "cuda" if has_cuda else "cpu"
+
+
+def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu") -> Embedder:
+    """One model per process and device (ingest on a GPU, queries on the CPU)."""
+    return _embedder(cache_dir, threads, device)  # positional: one cache key per model
+
+
 @lru_cache(maxsize=2)
-def get_embedder(cache_dir: Path, threads: int = 0) -> Embedder:
-    return Embedder(cache_dir, threads)
+def _embedder(cache_dir: Path, threads: int, device: str) -> Embedder:
+    return Embedder(cache_dir, threads, device)

@@ -30,7 +30,10 @@ class Ollama:
         self.model = model
         self.num_ctx = num_ctx
         self.timeout = timeout
-        self.client = ollama.Client(host=host, timeout=timeout)
+        # A TLS context loads the CA bundle (~30-50 ms per answer); plain http (Ollama's
+        # default, also without a scheme) never uses it.
+        self.client = ollama.Client(host=host, timeout=timeout,
+                                    verify=host.strip().lower().startswith("https://"))
 
     def close(self) -> None:
         self.client.close()

@@ -29,7 +29,7 @@ from rag.errors import IndexStoreError, InputError, RagError
 
 log = logging.getLogger(__name__)
 
-CHUNK_RECIPE = "title+chunk/v1"  # bump when the text that is embedded changes
+CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,40}$")
 _BATCH = 2000  # stay under Chroma's max batch size
 _WHERE_BATCH = 500  # paper ids per `$in` filter

@@ -68,3 +68,12 @@ def ollama_server() -> Iterator[object]:
 
     with OllamaTestServer() as server:
         yield server
+
+
+@pytest.fixture(scope="module")
+def ollama() -> Iterator[object]:
+    """One Ollama test server for a module's `rag serve` (tests set its behaviour)."""
+    from tests.ollama_server import OllamaTestServer
+
+    with OllamaTestServer() as server:
+        yield server

@@ -8,11 +8,7 @@ token (RAG_API_KEY), so every client here also proves it sends the key.
 from __future__ import annotations
 
 import json
-import os
 import re
-import shutil
-import socket
-import subprocess
 import threading
 import time
 from collections.abc import Iterator
@@ -22,86 +18,19 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.conftest import RAG, SEEDS, run_rag
+from tests.conftest import run_rag
 from tests.ollama_server import OllamaTestServer, free_port_with_nothing_listening
+from tests.rag_server import RagServer, serving, sse_events
 
 KEY = "test-key-0123"
 FACT_Q = "How much faster is Skrull than DeepSpeed?"
 
 
-def free_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-class RagServer:
-    """`rag serve --port FREE` in a subprocess over RAG_HOME=home; stop() always ends it."""
-
-    def __init__(self, home: Path, workdir: Path, env: dict[str, str]) -> None:
-        self.home, self.workdir, self.extra_env = home, workdir, env
-        self.port = free_port()
-        self.url = f"http://127.0.0.1:{self.port}"
-        self.proc: subprocess.Popen[bytes] | None = None
-        self.log_path = workdir / "serve.log"
-
-    def start(self, timeout: float = 90.0) -> RagServer:
-        env = {**os.environ, "RAG_HOME": str(self.home), "RAG_SEEDS": str(SEEDS), **self.extra_env}
-        with self.log_path.open("wb") as log:
-            self.proc = subprocess.Popen(
-                [RAG, "serve", "--port", str(self.port)], cwd=self.workdir, env=env,
-                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
-            )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError(f"rag serve exited with {self.proc.returncode}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
-        self.stop()
-        raise RuntimeError(f"rag serve did not come up within {timeout:.0f} s:\n{self.log()}")
-
-    def log(self) -> str:
-        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
-
-    def stop(self) -> None:
-        if self.proc is None:
-            return
-        proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
-
-
-def copy_home(seeded_home: Path, dest: Path) -> Path:
-    """A private copy of the session's seeded index (ingesting afresh takes ~5-20 s)."""
-    shutil.copytree(seeded_home, dest)
-    return dest
-
-
-@pytest.fixture(scope="module")
-def ollama() -> Iterator[OllamaTestServer]:
-    with OllamaTestServer() as server:
-        yield server
-
-
 @pytest.fixture(scope="module")
 def server(seeded_settings, ollama, tmp_path_factory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
-    base = tmp_path_factory.mktemp("serve")
-    home = copy_home(seeded_settings.home, base / "home")
-    srv = RagServer(home, base, {"OLLAMA_HOST": ollama.url, "RAG_API_KEY": KEY})
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+    with serving(seeded_settings.home, tmp_path_factory.mktemp("serve"),
+                 {"OLLAMA_HOST": ollama.url, "RAG_API_KEY": KEY}) as srv:
+        yield srv
 
 
 @pytest.fixture()
@@ -116,20 +45,6 @@ def behaviour(ollama):  # type: ignore[no-untyped-def]
 
 
 AUTH = {"Authorization": f"Bearer {KEY}"}
-
-
-def sse_events(resp: httpx.Response) -> Iterator[tuple[str, Any, float]]:
-    """(event, data, arrival time) for each server-sent event of a streaming response."""
-    event, data = "message", []
-    for line in resp.iter_lines():
-        if line == "":
-            if data:
-                yield event, json.loads("\n".join(data)), time.monotonic()
-            event, data = "message", []
-        elif line.startswith("event:"):
-            event = line[6:].strip()
-        elif line.startswith("data:"):
-            data.append(line[5:].lstrip())
 
 
 def stream_chat(url: str, body: dict[str, Any]) -> list[tuple[str, Any, float]]:
@@ -386,13 +301,12 @@ def test_cli_remote_errors_keep_their_exit_codes(server: RagServer, tmp_path: Pa
     assert "nonexistent" in no_model.stderr and "ollama pull" in no_model.stderr
 
 
-def test_client_reports_an_unreachable_server(seeded_settings) -> None:  # type: ignore[no-untyped-def]
-    from rag.client import remote_ask, remote_search
+def test_client_reports_an_unreachable_server() -> None:
+    from rag.client import Remote, remote_ask, remote_search
     from rag.errors import RagError
 
-    port = free_port_with_nothing_listening()
-    settings = seeded_settings.model_copy(update={"server_url": f"http://127.0.0.1:{port}"})
-    for call in (lambda: remote_search(settings, "x", 3), lambda: remote_ask(settings, "x")):
+    remote = Remote(f"http://127.0.0.1:{free_port_with_nothing_listening()}")
+    for call in (lambda: remote_search(remote, "x", 3), lambda: remote_ask(remote, "x")):
         with pytest.raises(RagError) as info:
             call()
         assert "cannot connect" in info.value.message and "rag serve" in info.value.hint

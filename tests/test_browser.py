@@ -11,8 +11,7 @@ from typing import Any
 import httpx
 import pytest
 
-from tests.ollama_server import OllamaTestServer
-from tests.test_api_server import RagServer, copy_home
+from tests.rag_server import RagServer, serving
 
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -40,26 +39,19 @@ INJECTION = {
 
 
 @pytest.fixture(scope="module")
-def ollama() -> Iterator[OllamaTestServer]:
-    with OllamaTestServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def server(seeded_settings, ollama, tmp_path_factory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
     """rag serve over the seeds plus one abstract full of markup."""
     from rag.ingest import ingest
 
     base = tmp_path_factory.mktemp("browser")
-    home = copy_home(seeded_settings.home, base / "home")
     extra = base / "injection.jsonl"
     extra.write_text(json.dumps(INJECTION) + "\n", encoding="utf-8")
-    ingest([extra], seeded_settings.model_copy(update={"home": home}), show_progress=False)
-    srv = RagServer(home, base, {"OLLAMA_HOST": ollama.url})
-    try:
-        yield srv.start()
-    finally:
-        srv.stop()
+
+    def add_injection(home: Path) -> None:
+        ingest([extra], seeded_settings.model_copy(update={"home": home}), show_progress=False)
+
+    with serving(seeded_settings.home, base, {"OLLAMA_HOST": ollama.url}, add_injection) as srv:
+        yield srv
 
 
 @pytest.fixture(scope="module")

@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import socket
 import subprocess
 import sys
 import time
@@ -13,17 +12,12 @@ import httpx
 import pytest
 
 from tests.conftest import SEEDS
-
-
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return int(s.getsockname()[1])
+from tests.rag_server import free_port
 
 
 @pytest.fixture(scope="module")
 def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = _free_port()
+    port = free_port()
     path = tmp_path_factory.mktemp("chroma-server")
     chroma = Path(sys.executable).parent / "chroma"
     proc = subprocess.Popen([str(chroma), "run", "--path", str(path), "--host", "127.0.0.1",

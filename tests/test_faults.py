@@ -32,7 +32,8 @@ import pytest
 
 from tests.conftest import RAG, SEEDS, run_rag
 from tests.ollama_server import OllamaTestServer
-from tests.test_api_server import FACT_Q, RagServer, copy_home, sse_events
+from tests.rag_server import RagServer, copy_home, serving, sse_events
+from tests.test_api_server import FACT_Q
 
 # One embedding thread and small batches: the ingests take a few seconds and report progress
 # often, so they can be caught halfway; the test's own work keeps the other core.
@@ -277,22 +278,14 @@ def test_two_ingests_at_once_the_second_waits_and_nothing_is_corrupted(tmp_path:
 
 
 @pytest.fixture(scope="module")
-def ollama() -> Iterator[OllamaTestServer]:
-    with OllamaTestServer() as server:
-        yield server
-
-
-@pytest.fixture(scope="module")
 def server(seeded_settings, ollama, tmp_path_factory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
-    base = tmp_path_factory.mktemp("faults-serve")
-    home = copy_home(seeded_settings.home, base / "home")
-    srv = RagServer(home, base, {"OLLAMA_HOST": ollama.url})
-    try:
-        yield srv.start()
-    finally:
-        with contextlib.suppress(Exception):
-            undo_read_only(home)
-        srv.stop()
+    with serving(seeded_settings.home, tmp_path_factory.mktemp("faults-serve"),
+                 {"OLLAMA_HOST": ollama.url}) as srv:
+        try:
+            yield srv
+        finally:
+            with contextlib.suppress(Exception):
+                undo_read_only(srv.home)
 
 
 def ask(srv: RagServer, llm: str = "none") -> httpx.Response:

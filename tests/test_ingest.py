@@ -380,6 +380,23 @@ def test_index_option_keeps_corpora_apart(workdir: Path) -> None:
     assert Store(Settings(home=home)).count() == 0  # the default index got neither
 
 
+def test_device_is_chosen_automatically_and_a_missing_gpu_is_a_clear_error(workdir: Path) -> None:
+    home = workdir / ".rag"
+    small_corpus(workdir / "a.jsonl", "alpha")
+    first = run_rag("ingest", "a.jsonl", cwd=workdir, env=env(home))
+    assert first.returncode == 0, first.stderr
+    assert "embedding (cpu)" in first.stderr  # auto on a machine without a usable GPU
+    before = tree_digest(home)
+    small_corpus(workdir / "b.jsonl", "beta")
+    forced = run_rag("ingest", "b.jsonl", cwd=workdir, env=env(home, RAG_DEVICE="cuda"))
+    assert forced.returncode == 2, forced.stderr
+    assert "RAG_DEVICE=cuda" in forced.stderr and "onnxruntime-gpu" in forced.stderr
+    assert "Traceback" not in forced.stderr
+    wrong = run_rag("ingest", "b.jsonl", cwd=workdir, env=env(home, RAG_DEVICE="tpu"))
+    assert wrong.returncode == 2 and "RAG_DEVICE" in wrong.stderr, wrong.stderr
+    assert tree_digest(home) == before
+
+
 @pytest.mark.parametrize("index", ["bad name", "../escape", "-dash", "x" * 42])
 def test_invalid_index_name_exits_2(workdir: Path, index: str) -> None:
     small_corpus(workdir / "a.jsonl", "alpha")

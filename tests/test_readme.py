@@ -67,3 +67,11 @@ def test_cli_reference_in_readme_is_current() -> None:
     res = subprocess.run([sys.executable, str(ROOT / "scripts" / "cli_reference.py")],
                          capture_output=True, text=True, check=True)
     assert res.stdout.strip() in README, "run: python scripts/cli_reference.py --write"
+
+
+def test_every_setting_is_in_the_configuration_table() -> None:
+    from rag.config import Settings, env_name
+
+    table = README.split("## Configuration", 1)[1].split("\n## ", 1)[0]
+    missing = [env_name(f) for f in Settings.model_fields if f"`{env_name(f)}`" not in table]
+    assert missing == [], f"add these to the README's Configuration table: {missing}"

@@ -26,12 +26,11 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rag import __version__
 from rag.answer import MAX_QUESTION, Pipeline
 from rag.api import errors
-from rag.api.errors import ERROR_RESPONSES, NotFound, Unauthorized, field_error
+from rag.api.errors import ERROR_RESPONSES, NotFound, Unauthorized, field_error, split_conversation
 from rag.api.models import (
     MAX_K,
     AnswerPublic,
     AskRequest,
-    ChatMessage,
     ChatRequest,
     ErrorPublic,
     HealthPublic,
@@ -169,25 +168,6 @@ def answer_options(body: AskRequest | ChatRequest) -> dict[str, Any]:
             "filters": Filters.parse(venue, year, source)}
 
 
-def split_conversation(messages: list[ChatMessage]) -> tuple[str, list[dict[str, str]]]:
-    """The last message is the question; earlier user/assistant turns are the history."""
-    last = len(messages) - 1
-    if messages[last].role != "user":
-        raise field_error(("body", "messages", last, "role"),
-                          "the last message must be the user's question (role 'user')")
-    question = messages[last].content
-    if not question.strip():
-        raise field_error(("body", "messages", last, "content"), "the question is empty",
-                          "string_too_short")
-    if len(question) > MAX_QUESTION:
-        raise field_error(("body", "messages", last, "content"),
-                          f"the question is {len(question)} characters; at most {MAX_QUESTION}",
-                          "string_too_long")
-    history = [{"role": m.role, "content": m.content} for m in messages[:last]
-               if m.role in ("user", "assistant")]
-    return question, history
-
-
 async def chat_stream(first: tuple[str, Any],
                       events: AsyncGenerator[tuple[str, Any], None]) -> AsyncIterator[bytes]:
     """token events as they come, then one final event (or one error event)."""
@@ -315,7 +295,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
                          "description": "The answer object, or its event stream."}},
     )
     async def chat(body: ChatRequest, request: Request) -> Any:
-        question, history = split_conversation(body.messages)
+        question, history = split_conversation([(m.role, m.content) for m in body.messages])
         pipeline, options = _pipeline(request), {**answer_options(body), "history": history}
         if not body.stream:
             ans = await run_blocking(_executor(request), lambda: pipeline.answer(question, **options))

@@ -112,6 +112,26 @@ def field_error(loc: tuple[str | int, ...], msg: str, type_: str = "value_error"
     return RequestValidationError([{"loc": loc, "msg": msg, "type": type_}])
 
 
+def split_conversation(messages: list[tuple[str, str]]) -> tuple[str, list[dict[str, str]]]:
+    """(role, text) pairs of /chat or /v1/chat/completions: the last message is the question,
+    earlier user/assistant turns are the history; errors name the offending message."""
+    last = len(messages) - 1
+    if messages[last][0] != "user":
+        raise field_error(("body", "messages", last, "role"),
+                          "the last message must be the user's question (role 'user')")
+    question = messages[last][1]
+    if not question.strip():
+        raise field_error(("body", "messages", last, "content"), "the question is empty",
+                          "string_too_short")
+    if len(question) > MAX_QUESTION:
+        raise field_error(("body", "messages", last, "content"),
+                          f"the question is {len(question)} characters; at most {MAX_QUESTION}",
+                          "string_too_long")
+    history = [{"role": role, "content": text} for role, text in messages[:last]
+               if role in ("user", "assistant")]
+    return question, history
+
+
 def install(app: FastAPI) -> None:
     async def on_rag_error(request: Request, exc: Exception) -> JSONResponse:
         return error_response(request, exc)

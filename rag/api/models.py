@@ -49,16 +49,21 @@ class ValidationErrorPublic(ErrorPublic):
 # -- answers ---------------------------------------------------------------------------------
 
 
-class CitationPublic(_Public):
-    n: int = Field(description="The number used by the [n] markers of the answer.")
+class _PaperRefPublic(_Public):
+    """The fields that name a paper in citations and search hits."""
+
     paper_id: str
     title: str | None
     label: str
     authors: list[str]
     venue: str | None
     year: int | None
-    source: str
     arxiv_id: str | None
+    source: str
+
+
+class CitationPublic(_PaperRefPublic):
+    n: int = Field(description="The number used by the [n] markers of the answer.")
     quote: str = Field(description="The abstract sentence that best supports a claim citing it.")
     abstract: str
 
@@ -147,16 +152,8 @@ class ChatRequest(_AnswerOptions):
 # -- search and papers -----------------------------------------------------------------------
 
 
-class SearchHitPublic(_Public):
+class SearchHitPublic(_PaperRefPublic):
     rank: int
-    paper_id: str
-    title: str | None
-    label: str
-    authors: list[str]
-    venue: str | None
-    year: int | None
-    arxiv_id: str | None
-    source: str
     score: float
     relevance: float
     abstract: str

@@ -18,13 +18,12 @@ from typing import Any
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
-from rag.answer import MAX_QUESTION, reference_lines_json
-from rag.api.errors import UnknownModel, describe, field_error, openai_error, status_of
+from rag.answer import reference_lines_json
+from rag.api.errors import UnknownModel, describe, openai_error, split_conversation, status_of
 from rag.api.models import (
     ChatCompletionPublic,
     ChatCompletionRequest,
     ModelListPublic,
-    OpenAIMessage,
 )
 from rag.api.streaming import (
     MarkerRenumberer,
@@ -57,24 +56,6 @@ def parse_model(name: str) -> tuple[str | None, str | None]:
         return "ollama", name[4:].strip()
     raise UnknownModel(f"the model {name!r} does not exist",
                        "use 'rag', 'rag-offline' or 'rag:<ollama model>' (see GET /v1/models)")
-
-
-def conversation(messages: list[OpenAIMessage]) -> tuple[str, list[dict[str, str]]]:
-    last = len(messages) - 1
-    if messages[last].role != "user":
-        raise field_error(("body", "messages", last, "role"),
-                          "the last message must be the user's question (role 'user')")
-    question = messages[last].text()
-    if not question.strip():
-        raise field_error(("body", "messages", last, "content"), "the question is empty",
-                          "string_too_short")
-    if len(question) > MAX_QUESTION:
-        raise field_error(("body", "messages", last, "content"),
-                          f"the question is {len(question)} characters; at most {MAX_QUESTION}",
-                          "string_too_long")
-    history = [{"role": m.role, "content": m.text()} for m in messages[:last]
-               if m.role in ("user", "assistant")]
-    return question, history
 
 
 def tail(result: dict[str, Any], streamed: str | None = None) -> str:
@@ -150,7 +131,7 @@ async def list_models(request: Request) -> Any:
 )
 async def chat_completions(body: ChatCompletionRequest, request: Request) -> Any:
     llm, model = parse_model(body.model)
-    question, history = conversation(body.messages)
+    question, history = split_conversation([(m.role, m.text()) for m in body.messages])
     options: dict[str, Any] = {
         "k": body.k, "llm": llm, "model": model, "strict": body.strict, "history": history,
         "filters": Filters.parse(body.venue, body.year, body.source),

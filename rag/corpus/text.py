@@ -113,6 +113,18 @@ def split_sentences(text: str) -> list[str]:
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
+def sentence_pieces(text: str) -> list[str]:
+    """split_sentences' boundaries with each sentence's trailing whitespace kept, so the
+    pieces join back to `text` (what llama-index's SentenceSplitter expects of its sentence
+    tokenizer)."""
+    pieces, at = [], 0
+    for m in _SENTENCE_END.finditer(text):
+        pieces.append(text[at : m.end()])
+        at = m.end()
+    pieces.append(text[at:])
+    return [piece for piece in pieces if piece]
+
+
 def short_label(title: str | None, label: str) -> str:
     """What to call a paper in running text: 'Tutel' for 'Tutel: Adaptive Mixture-of-Experts…'."""
     if title and ":" in title:

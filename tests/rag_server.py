@@ -1,0 +1,99 @@
+"""A real `rag serve` subprocess on 127.0.0.1 for the tests that need one (API, browser, faults)."""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+import shutil
+import subprocess
+import time
+from collections.abc import Callable, Iterator
+from pathlib import Path
+from typing import Any
+
+import httpx
+
+from tests.conftest import RAG, SEEDS
+from tests.ollama_server import free_port_with_nothing_listening as free_port
+
+
+class RagServer:
+    """`rag serve --port FREE` in a subprocess over RAG_HOME=home; stop() always ends it."""
+
+    def __init__(self, home: Path, workdir: Path, env: dict[str, str]) -> None:
+        self.home, self.workdir, self.extra_env = home, workdir, env
+        self.port = free_port()
+        self.url = f"http://127.0.0.1:{self.port}"
+        self.proc: subprocess.Popen[bytes] | None = None
+        self.log_path = workdir / "serve.log"
+
+    def start(self, timeout: float = 90.0) -> RagServer:
+        env = {**os.environ, "RAG_HOME": str(self.home), "RAG_SEEDS": str(SEEDS), **self.extra_env}
+        with self.log_path.open("wb") as log:
+            self.proc = subprocess.Popen(
+                [RAG, "serve", "--port", str(self.port)], cwd=self.workdir, env=env,
+                stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
+            )
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise RuntimeError(f"rag serve exited with {self.proc.returncode}:\n{self.log()}")
+            try:
+                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
+                    return self
+            except httpx.HTTPError:
+                pass
+            time.sleep(0.2)
+        self.stop()
+        raise RuntimeError(f"rag serve did not come up within {timeout:.0f} s:\n{self.log()}")
+
+    def log(self) -> str:
+        return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
+
+    def stop(self) -> None:
+        if self.proc is None:
+            return
+        proc, self.proc = self.proc, None
+        if proc.poll() is None:
+            proc.terminate()
+            try:
+                proc.wait(timeout=15)
+            except subprocess.TimeoutExpired:
+                proc.kill()
+                proc.wait(timeout=5)
+
+
+def copy_home(seeded_home: Path, dest: Path) -> Path:
+    """A private copy of the session's seeded index (ingesting afresh takes ~5-20 s)."""
+    shutil.copytree(seeded_home, dest)
+    return dest
+
+
+@contextlib.contextmanager
+def serving(seeded_home: Path, base: Path, env: dict[str, str],
+            prepare: Callable[[Path], None] | None = None) -> Iterator[RagServer]:
+    """A started `rag serve` over a private copy of the seeded index (prepared by `prepare`
+    before the server opens it); stopped on exit."""
+    home = copy_home(seeded_home, base / "home")
+    if prepare:
+        prepare(home)
+    srv = RagServer(home, base, env)
+    try:
+        yield srv.start()
+    finally:
+        srv.stop()
+
+
+def sse_events(resp: httpx.Response) -> Iterator[tuple[str, Any, float]]:
+    """(event, data, arrival time) for each server-sent event of a streaming response."""
+    event, data = "message", list[str]()
+    for line in resp.iter_lines():
+        if line == "":
+            if data:
+                yield event, json.loads("\n".join(data)), time.monotonic()
+            event, data = "message", []
+        elif line.startswith("event:"):
+            event = line[6:].strip()
+        elif line.startswith("data:"):
+            data.append(line[5:].lstrip())
