@@ -7,7 +7,9 @@
 # CPU-only: torch is installed first, pinned, from a CPU build (a torch-*+cpu wheel in an
 # optional wheels/ directory of the build context, else PyTorch's CPU index), so that no
 # resolver ever picks a multi-GB CUDA build. The seeds index and the one-time ONNX export of
-# the embedding model are made at build time, so a new container answers at once.
+# the embedding model are made at build time, so a new container answers at once. torch is
+# needed for nothing else: the final stage copies the environment without it (and without
+# transformers and sentence-transformers), which saves about 1 GB.
 #
 # Build arguments:
 #   BASE             base image; anything Debian-like. Without python3 (e.g. a debootstrap
@@ -17,10 +19,7 @@
 #                    Default https://download.pytorch.org/whl/cpu.
 # Needs BuildKit (Docker >= 23 default, docker compose) or podman/buildah, for RUN --mount.
 ARG BASE=python:3.11-slim
-FROM ${BASE}
-
-ARG TORCH_VERSION=2.13.0
-ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
+FROM ${BASE} AS base
 
 ENV PYTHONUNBUFFERED=1 \
     PYTHONDONTWRITEBYTECODE=1 \
@@ -42,6 +41,19 @@ RUN set -eu; \
     python3 -m venv /opt/venv; \
     groupadd --gid 10001 rag; \
     useradd --uid 10001 --gid rag --home-dir /home/rag --create-home --shell /usr/sbin/nologin rag
+
+# Data directory (the Chroma index) and the embedding model's ONNX export, both owned by the
+# unprivileged user. A volume mounted on /data keeps an index you ingest yourself.
+ENV RAG_HOME=/data \
+    RAG_MODEL_CACHE=/home/rag/.cache/rag \
+    OLLAMA_HOST=http://ollama:11434 \
+    HF_HUB_OFFLINE=1
+RUN install -d -o rag -g rag /data /home/rag/.cache /home/rag/.cache/rag
+
+
+FROM base AS build
+ARG TORCH_VERSION=2.13.0
+ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
 # torch (CPU) first, pinned. The build context is mounted, not copied, so the wheel in wheels/
 # never becomes an image layer.
@@ -74,21 +86,27 @@ RUN set -eu; \
 
 WORKDIR /app
 COPY seeds/ seeds/
-COPY evals/ evals/
-COPY LICENSE ./
-
-# Data directory (the Chroma index) and the embedding model's ONNX export, both owned by the
-# unprivileged user. A volume mounted on /data keeps an index you ingest yourself.
-ENV RAG_HOME=/data \
-    RAG_MODEL_CACHE=/home/rag/.cache/rag \
-    OLLAMA_HOST=http://ollama:11434 \
-    HF_HUB_OFFLINE=1
-RUN install -d -o rag -g rag /data /home/rag/.cache /home/rag/.cache/rag
 USER rag
 
-# The seeds index, so that the container answers at once.
-RUN rag ingest --quiet \
-    && rag ask --llm none "which systems target long-sequence training?" >/dev/null
+# The seeds index and the ONNX export, so that the container answers at once.
+RUN rag ingest --quiet
+
+# What only the export needed leaves the environment before it is copied.
+USER root
+RUN pip uninstall --yes torch transformers sentence-transformers >/dev/null \
+    && python -c "import rag.cli, rag.api.app, rag.ingest"
+
+
+FROM base
+COPY --from=build /opt/venv /opt/venv
+COPY --from=build --chown=rag:rag /data /data
+COPY --from=build --chown=rag:rag /home/rag/.cache/rag /home/rag/.cache/rag
+WORKDIR /app
+COPY seeds/ seeds/
+COPY evals/ evals/
+COPY LICENSE ./
+USER rag
+RUN rag ask --llm none "which systems target long-sequence training?" >/dev/null
 
 EXPOSE 8000
 HEALTHCHECK --interval=30s --timeout=10s --start-period=60s --retries=3 \

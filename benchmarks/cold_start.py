@@ -24,7 +24,20 @@ import argparse
 import json
 import subprocess
 
-from _bench import PY, RAG, ROOT, bench_env, load, median, run, serve, table, temp_home, verdict, wait_for_quiet
+from _bench import (
+    PY,
+    RAG,
+    ROOT,
+    bench_env,
+    load,
+    median,
+    run,
+    serve,
+    table,
+    temp_home,
+    verdict,
+    wait_for_quiet,
+)
 
 Q = "which systems target long-sequence training?"
 HEAVY = ("chromadb", "onnxruntime", "numpy", "bm25s", "scipy", "pydantic", "pydantic_settings",

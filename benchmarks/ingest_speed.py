@@ -32,7 +32,19 @@ import sys
 import time
 from pathlib import Path
 
-from _bench import PY, RAG, ROOT, SCIFACT, bench_env, load, median, table, temp_home, verdict, wait_for_quiet
+from _bench import (
+    PY,
+    RAG,
+    ROOT,
+    SCIFACT,
+    bench_env,
+    load,
+    median,
+    table,
+    temp_home,
+    verdict,
+    wait_for_quiet,
+)
 
 HERE = Path(__file__).resolve()
 

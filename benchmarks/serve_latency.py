@@ -31,9 +31,22 @@ import time
 from pathlib import Path
 
 import httpx
-
-from _bench import (RAG, ROOT, SCIFACT, bench_env, load, median, pct, rss_mb, run, serve, table,
-                    temp_home, verdict, wait_for_quiet)
+from _bench import (
+    RAG,
+    ROOT,
+    SCIFACT,
+    bench_env,
+    load,
+    median,
+    pct,
+    rss_mb,
+    run,
+    serve,
+    table,
+    temp_home,
+    verdict,
+    wait_for_quiet,
+)
 
 sys.path.insert(0, str(ROOT))
 

@@ -28,6 +28,9 @@ def _settings(index: str | None = None, **overrides: Any) -> Any:
 
     s = get_settings()
     updates = {k: v for k, v in overrides.items() if v is not None}
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and ctx.find_root().params.get("chroma_url"):
+        updates["chroma_url"] = ctx.find_root().params["chroma_url"]
     if index:
         updates["index"] = index
     return s.model_copy(update=updates) if updates else s
@@ -71,7 +74,10 @@ def _ensure_index(settings: Any) -> Any:
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
 @click.version_option(__version__, prog_name="rag")
-def cli() -> None:
+@click.option("--chroma-url", metavar="URL",
+              help="Use the Chroma server at URL (`chroma run`) instead of the embedded store "
+                   "(default: RAG_CHROMA_URL).")
+def cli(chroma_url: str | None) -> None:
     """Cited answers over research-paper abstracts, offline.
 
     Set RAG_DEBUG=1 to see full tracebacks.

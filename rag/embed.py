@@ -45,8 +45,15 @@ def model_path() -> Path:
 def export_onnx(dest: Path) -> None:
     """Export the transformer to ONNX (needs torch; runs once per machine)."""
     print(f"preparing the embedding model (one-time ONNX export to {dest})", file=sys.stderr)
-    import torch
-    from transformers import AutoModel
+    try:
+        import torch
+        from transformers import AutoModel
+    except ImportError as exc:  # e.g. the container image, which ships the export, not torch
+        raise RagError(
+            f"the embedding model has no ONNX export at {dest}, and making one needs torch "
+            f"and transformers ({exc})",
+            "run scripts/setup, or set RAG_MODEL_CACHE to the directory that holds the export",
+        ) from exc
 
     model = AutoModel.from_pretrained(str(model_path()), attn_implementation="eager").eval()
 

@@ -27,6 +27,7 @@ import contextlib
 import hashlib
 import json
 import re
+import signal
 import socket
 import socketserver
 import sys
@@ -689,12 +690,14 @@ def main(argv: list[str] | None = None) -> int:
         server.replies = _load_replies(args.replies_file)
     server.token_delay = args.token_delay
     server.stall_seconds = args.stall_seconds
+    # Ctrl-C and SIGTERM only set an event: a KeyboardInterrupt could land anywhere (before
+    # the wait, or inside stop()) and leave the process hanging.
+    done = threading.Event()
+    for sig in (signal.SIGINT, signal.SIGTERM):
+        signal.signal(sig, lambda *_: done.set())
     with server:
         print(server.url, flush=True)
-        try:
-            while True:
-                time.sleep(3600)
-        except KeyboardInterrupt:
+        while not done.wait(0.5):
             pass
     return 0
 

@@ -47,7 +47,12 @@ def test_replicas_share_one_index(chroma_url: str, tmp_path: Path) -> None:
     from tests.conftest import run_rag
 
     def replica(name: str, *args: str) -> str:
-        env = {"RAG_CHROMA_URL": chroma_url, "RAG_INDEX": "shared", "RAG_HOME": str(tmp_path / name)}
+        # replica a is told by RAG_CHROMA_URL, replica b by --chroma-url
+        env = {"RAG_INDEX": "shared", "RAG_HOME": str(tmp_path / name)}
+        if name == "a":
+            env["RAG_CHROMA_URL"] = chroma_url
+        else:
+            args = ("--chroma-url", chroma_url, *args)
         res = run_rag(*args, cwd=tmp_path, env=env)
         assert res.returncode == 0, res.stderr
         return res.stdout

@@ -13,6 +13,7 @@ import pytest
 from rag.config import Settings
 from rag.corpus import expand_paths, merge_papers, read_file
 from rag.embed import DIM, MAX_TOKENS, Embedder, get_embedder, model_path
+from tests.conftest import SEEDS
 
 ROOT = Path(__file__).resolve().parent.parent
 QUERIES = [
@@ -158,3 +159,17 @@ def test_embedding_a_query_does_not_import_torch(tmp_path: Path) -> None:
                          text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"(1, {DIM})"
+
+
+def test_without_torch_a_missing_onnx_export_is_a_clear_error(tmp_path: Path) -> None:
+    """As in the container image, which ships the export but not torch."""
+    blocked = tmp_path / "blocked"
+    (blocked / "torch").mkdir(parents=True)
+    (blocked / "torch" / "__init__.py").write_text("raise ImportError('torch is not installed')\n")
+    env = {**os.environ, "PYTHONPATH": str(blocked), "RAG_MODEL_CACHE": str(tmp_path / "empty"),
+           "RAG_HOME": str(tmp_path / "home")}
+    out = subprocess.run([str(Path(sys.executable).parent / "rag"), "ingest", "-q", str(SEEDS)],
+                         cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 1, out.stderr
+    assert "no ONNX export" in out.stderr and "RAG_MODEL_CACHE" in out.stderr
+    assert "Traceback" not in out.stderr

@@ -470,4 +470,9 @@ def test_cli_serves_recorded_replies(tmp_path):
                 )
         finally:
             proc.send_signal(signal.SIGINT)  # Ctrl-C
-            assert proc.wait(5) == 0
+            try:
+                code = proc.wait(5)
+            except subprocess.TimeoutExpired:
+                proc.kill()  # never leave it running
+                raise
+            assert code == 0
