@@ -103,6 +103,8 @@ def features(judge, pairs):  # type: ignore[no-untyped-def]
     rows = []
     for (_, claim, title, abstract), vec in zip(pairs, vectors, strict=True):
         _, vecs = judge.sentences(abstract)
+        if title:  # the judge scores the record's header as one more sentence
+            vecs = np.vstack([vecs, judge.sentences(title)[1]])
         cos = float(np.max(vecs @ vec))
         words = content_words(claim)
         text = unicodedata.normalize("NFKC", f"{title} {abstract}")

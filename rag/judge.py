@@ -4,7 +4,8 @@ No language model: it combines the best embedding similarity between the sentenc
 abstract's sentences, the share of the sentence's content words found in the abstract, and
 hard checks that every number and every system-like name in the sentence occurs in the
 abstract. Shared by the answer pipeline and the evals. Known blind spot: a negated or
-reversed claim can score high; a cheap negation cue check catches only the plain cases.
+reversed claim can score high; a polarity check (negation cues, opposite directions) catches
+the plain cases (5 of 13 in evals/judge_cases.jsonl).
 """
 
 from __future__ import annotations
@@ -12,6 +13,7 @@ from __future__ import annotations
 import re
 import threading
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from functools import lru_cache
 
@@ -59,6 +61,49 @@ _NOT_SYSTEM_NAMES = {"doi", "arxiv", "mlsys", "acm", "ieee"}
 
 def names(text: str) -> set[str]:
     return {n.lower().rstrip("s") for n in _NAME.findall(text)} - _NOT_SYSTEM_NAMES
+
+
+# Opposite directions, as stems: a claim saying one where the sentence it matches says the
+# other ("Skrull is slower" against "Skrull outperforms DeepSpeed") reverses that sentence.
+_OPPOSITES = [
+    ({"faster", "outperform", "speedup", "acceler"}, {"slower", "underperform", "slowdown"}),
+    ({"improv", "better"}, {"degrad", "wors", "hurt"}),
+    ({"increas", "grow", "higher", "more"}, {"decreas", "reduc", "lower", "less", "fewer", "shrink"}),
+    ({"constant", "maintain", "preserv"}, {"grow", "increas", "degrad", "drop"}),
+]
+
+
+def polarity_conflict(claim: str, evidence: Sequence[str], negated: Sequence[str] = ()) -> str:
+    """Why the claim reverses every one of its evidence sentences, or "".
+
+    Written by hand (no library here does claim/evidence polarity without a model): the
+    embedding and word overlap of "X never drops tokens" and "X drops tokens" are nearly equal.
+    A negation ("not", "never", "without", ...) in the claim and in no sentence that shares its
+    words, or opposite directions ("slower" against "outperforms", "increases" against
+    "reduces") in every evidence sentence, reverse it. One evidence sentence that agrees is enough to pass, and a
+    negated claim passes when any abstract sentence sharing its words (`negated`) negates too,
+    which keeps paraphrases of several sentences at once from being flagged.
+    """
+    # Only this direction: an affirmative claim against negated evidence ("X drops tokens",
+    # "X never drops tokens") flagged as many SciFact SUPPORT pairs as CONTRADICT ones.
+    if (_NEGATION.search(claim) and not negated and evidence
+            and not any(_NEGATION.search(s) for s in evidence)):
+        return "negation not in the abstract"
+    mine = _stems(claim)
+    for up, down in _OPPOSITES:
+        for said, other in ((up, down), (down, up)):
+            if _has(mine, said) and evidence and all(
+                    _has(_stems(s), other) and not _has(_stems(s), said) for s in evidence):
+                return "direction opposite to the abstract"
+    return ""
+
+
+def _stems(text: str) -> list[str]:
+    return _stemmer().stemWords(_WORD.findall(text.lower()))  # type: ignore[no-any-return]
+
+
+def _has(stems: list[str], prefixes: set[str]) -> bool:
+    return any(s.startswith(p) for s in stems for p in prefixes)
 
 
 def strip_markers(text: str) -> str:
@@ -134,8 +179,16 @@ class Judge:
         }
         if missing_names:
             reasons.append("name not in abstract: " + ", ".join(sorted(missing_names)))
-        if _NEGATION.search(claim) and not _NEGATION.search(abstract):
-            reasons.append("negation not in the abstract")
+        # The claim's evidence: the abstract sentence closest to it in meaning and those sharing
+        # the most of its words (not the header, which states no findings).
+        n_own = len(sents) - (len(head_sents) if title else 0)
+        shared = [len(words & content_words(x)) for x in sents[:n_own]]
+        evidence = {sents[int(np.argmax(sims[:n_own]))]} | {
+            x for x, n in zip(sents[:n_own], shared, strict=True) if n == max(shared) and n >= 2}
+        negated = [x for x, n in zip(sents[:n_own], shared, strict=True) if n >= 2 and _NEGATION.search(x)]
+        flipped = polarity_conflict(claim, sorted(evidence), negated)
+        if flipped:
+            reasons.append(flipped)
         if score < self.threshold:
             reasons.append(f"score {score:.2f} below {self.threshold:.2f}")
         return Support(not reasons, round(score, 4), sents[best], None, reasons)

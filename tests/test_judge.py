@@ -92,7 +92,7 @@ def test_perturbations_are_caught(results: list[dict[str, Any]], kind: str) -> N
     assert passed == [], f"{kind} cases judged supported"
 
 
-@pytest.mark.xfail(reason="known blind spot: a negated claim scores like the claim (see evals/README.md)",
+@pytest.mark.xfail(reason="known blind spot: 8 of 13 negated claims still pass (see evals/README.md)",
                    strict=False)
 def test_negations_are_caught(results: list[dict[str, Any]]) -> None:
     cases = [r for r in results if r["kind"] == "negation"]
@@ -151,6 +151,18 @@ def test_best_of_several_citations_and_no_citation(judge: Any, papers: list[Any]
     assert both.supported and both.source == 1
     none = check(judge, papers, claim)
     assert not none.supported and none.reasons == ["no citation"]
+
+
+def test_reversed_claims_are_unsupported_and_negated_paraphrases_are_not(
+        judge: Any, papers: list[Any]) -> None:
+    slower = check(judge, papers, "Skrull is slower than DeepSpeed in long-SFT scenarios [1].", SKRULL)
+    assert not slower.supported and "direction opposite to the abstract" in slower.reasons
+    faster = check(judge, papers, "Skrull outperforms DeepSpeed in long-SFT scenarios [1].", SKRULL)
+    assert faster.supported
+    # "never drops tokens" is in the abstract: saying so is fine, with or without other words
+    kept = check(judge, papers, "MegaBlocks never drops tokens and maps efficiently to modern "
+                                "hardware [1].", MEGABLOCKS)
+    assert kept.supported, kept.reasons
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
