@@ -99,15 +99,12 @@ class Embedder:
         onnx_file = cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}.onnx"
         if not onnx_file.exists():
             export_onnx(onnx_file)
+        # No padding here: embed() sorts texts by token count and pads each batch itself to
+        # its longest text (sorting by characters left 26% of the positions the model
+        # computed on seeds/ as padding, this leaves 9%).
         self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
         self.tokenizer.enable_truncation(MAX_TOKENS)
-        self.tokenizer.enable_padding(pad_id=0, pad_token="[PAD]")
-        # embed() tokenizes without padding, sorts texts by token count and pads each batch
-        # itself to its longest text: sorting by characters left 26% of the positions the
-        # model computed on seeds/ as padding, this leaves 9%.
-        self._encoder = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
-        self._encoder.enable_truncation(MAX_TOKENS)
-        self._encoder.no_padding()
+        self.tokenizer.no_padding()
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
@@ -117,7 +114,7 @@ class Embedder:
             providers.insert(0, "CUDAExecutionProvider")
         self.device = device
         self.session = ort.InferenceSession(str(onnx_file), options, providers=providers)
-        self._lock = threading.Lock()  # one tokenizer call at a time, as before
+        self._lock = threading.Lock()  # one tokenizer call at a time
         # One answer embeds the same short text several times (the question for retrieval and
         # again for sentence scoring, a list question's topic three times): a single text is
         # embedded once and then served from here. Ingest's large calls never use it.
@@ -152,7 +149,7 @@ class Embedder:
         tokens: list[np.ndarray] = []
         for start in range(0, len(texts), 4096):  # token ids only, not whole Encodings
             with self._lock:
-                enc = self._encoder.encode_batch(list(texts[start : start + 4096]))
+                enc = self.tokenizer.encode_batch(list(texts[start : start + 4096]))
             tokens += [np.asarray(e.ids, dtype=np.int64) for e in enc]
         # Batches of texts of about the same token count waste little compute on padding.
         order = sorted(range(len(texts)), key=lambda i: len(tokens[i]))

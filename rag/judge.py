@@ -80,9 +80,10 @@ def polarity_conflict(claim: str, evidence: Sequence[str], negated: Sequence[str
     embedding and word overlap of "X never drops tokens" and "X drops tokens" are nearly equal.
     A negation ("not", "never", "without", ...) in the claim and in no sentence that shares its
     words, or opposite directions ("slower" against "outperforms", "increases" against
-    "reduces") in every evidence sentence, reverse it. One evidence sentence that agrees is enough to pass, and a
-    negated claim passes when any abstract sentence sharing its words (`negated`) negates too,
-    which keeps paraphrases of several sentences at once from being flagged.
+    "reduces") in every evidence sentence, reverse it. One evidence sentence that agrees is
+    enough to pass, and a negated claim passes when any abstract sentence sharing its words
+    (`negated`) negates too, which keeps paraphrases of several sentences at once from being
+    flagged.
     """
     # Only this direction: an affirmative claim against negated evidence ("X drops tokens",
     # "X never drops tokens") flagged as many SciFact SUPPORT pairs as CONTRADICT ones.
