@@ -58,11 +58,7 @@ class Settings(BaseSettings):
     num_ctx: int = Field(8192, description="Context window requested from Ollama.")
     llm_timeout: float = Field(120.0, description="Seconds to wait for Ollama before giving up.")
 
-    # Service
-    server_url: str | None = Field(
-        None, description="When set, `rag ask`/`rag search` call this running `rag serve` "
-        "(rag/client.py reads it, and RAG_API_KEY, straight from the environment).",
-    )
+    # Service (RAG_SERVER_URL, for the thin client, is read by rag/client.py itself)
     api_key: str | None = Field(None, description="Bearer token required by `rag serve` when set.")
     cors_origins: str = Field("", description="Comma-separated origins allowed by CORS.")
 

@@ -7,11 +7,13 @@ through rather than silently dropped.
 
 from __future__ import annotations
 
-from typing import Any, Literal
+import dataclasses
+from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
 from rag.answer import MAX_QUESTION
+from rag.corpus.paper import Paper
 
 MAX_K = 50
 MAX_MESSAGES = 50
@@ -168,27 +170,31 @@ class SearchResultsPublic(_Public):
     results: list[SearchHitPublic]
 
 
-class PaperPublic(_Public):
-    paper_id: str
-    abstract: str
-    title: str | None = None
-    label: str = ""
-    authors: list[str] = []
-    arxiv_id: str | None = None
-    doi: str | None = None
-    journal_ref: str | None = None
-    venue: str | None = None
-    year: int | None = None
-    date: str | None = None
-    comments: list[str] = []
-    source: str = ""
-    position: int = 0
+def _paper_model() -> type[BaseModel]:
+    """PaperPublic, made from rag.corpus.Paper: the fields Paper.to_dict() returns, with the
+    record's types and defaults, so that the schema never needs a second list kept in step."""
+    hints = get_type_hints(Paper)
+    spec: dict[str, Any] = {}
+    for f in dataclasses.fields(Paper):
+        if f.name in Paper.INTERNAL:
+            continue
+        if f.default is not dataclasses.MISSING:
+            default: Any = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            default = Field(default_factory=f.default_factory)
+        else:
+            default = ...
+        spec[f.name] = (hints[f.name], default)
+    return create_model("PaperPublic", __base__=_Public, **spec)
+
+
+PaperPublic = _paper_model()
 
 
 class PaperListPublic(_Public):
     """The object `rag papers --json` prints."""
 
-    papers: list[PaperPublic]
+    papers: list[PaperPublic]  # type: ignore[valid-type]  # a model made at import
 
 
 # -- health ----------------------------------------------------------------------------------

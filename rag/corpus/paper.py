@@ -5,7 +5,7 @@ from __future__ import annotations
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
-from typing import Any
+from typing import Any, ClassVar
 
 
 @dataclass
@@ -26,9 +26,12 @@ class Paper:
     position: int = 0
     line: int = 0  # line of the file where the paper starts (for error messages)
 
+    INTERNAL: ClassVar[frozenset[str]] = frozenset({"line"})  # not stored, not in to_dict()
+
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
-        d.pop("line")
+        for name in self.INTERNAL:
+            d.pop(name)
         return d
 
     @classmethod
