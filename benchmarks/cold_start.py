@@ -41,7 +41,7 @@ from _bench import (
 
 Q = "which systems target long-sequence training?"
 HEAVY = ("chromadb", "onnxruntime", "numpy", "bm25s", "scipy", "pydantic", "pydantic_settings",
-         "llama_index", "tokenizers", "torch", "rag.retrieve", "rag.store", "rag.config", "rag.answer")
+         "llama_index", "tokenizers", "torch", "rag.retrieve", "rag.store", "rag.config", "rag.answering")
 
 
 def imported_modules(cmd: list[str], env: dict[str, str]) -> set[str]:

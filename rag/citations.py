@@ -9,6 +9,8 @@ from rag.corpus.text import split_sentences
 
 _GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
 _TRAILING = re.compile(r"([.!?])\s*((?:\[\s*\d+(?:\s*,\s*\d+)*\s*\]\s*)+)(?=\s|$)")
+# "claim. [1]": markers after the full stop, moved before it by split_units and the checker.
+TRAILING_MARKERS = _TRAILING
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 
 
@@ -30,6 +32,11 @@ def numbers_in(text: str) -> list[int]:
             if int(n) not in out:
                 out.append(int(n))
     return out
+
+
+def normalize_citations(text: str, n_sources: int) -> tuple[str, list[dict[str, str]]]:
+    """Citation styles other than [n] rewritten to [n] (the styles land with issue 13)."""
+    return text, []
 
 
 def clean_markers(text: str, valid: set[int]) -> tuple[str, int]:

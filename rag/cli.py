@@ -102,20 +102,6 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     click.echo(report.summary())
 
 
-def _hit_json(h: Any) -> dict[str, Any]:
-    p = h.paper
-    return {
-        "rank": h.rank, "paper_id": p.paper_id, "title": p.title, "label": p.label,
-        "authors": p.authors, "venue": p.venue, "year": p.year, "arxiv_id": p.arxiv_id,
-        "source": p.source, "score": round(h.score, 6), "relevance": round(h.relevance, 4),
-        "abstract": p.abstract, "matched": h.matched,
-    }
-
-
-def search_json(query: str, index: str, hits: list[Any]) -> dict[str, Any]:
-    return {"query": query, "index": index, "results": [_hit_json(h) for h in hits]}
-
-
 @cli.command()
 @click.argument("query")
 @click.option("-k", default=10, show_default=True, help="How many papers.")
@@ -136,7 +122,9 @@ def search(query: str, k: int, as_json: bool, index: str | None, venue: str | No
         settings = _settings(index)
         retriever = _ensure_index(settings)
         hits = retriever.search(query, k, Filters.parse(venue, year, source))
-        result = search_json(query, settings.index, hits)
+        from rag.schema import search_public
+
+        result = search_public(query, settings.index, hits)
     if as_json:
         emit_json(result)
         return
@@ -211,97 +199,101 @@ def main() -> None:
         sys.exit(130)
 
 
-def _print_answer(result: dict[str, Any], streamed: bool) -> None:
-    if not streamed:
-        click.echo(result["answer"])
-    else:
-        click.echo()
-    if result["incomplete"]:
-        click.echo("[answer incomplete: the model's stream broke off]")
-    unsupported = [s for s in result["sentences"] if not s["supported"]]
-    if unsupported:
-        click.echo(f"\n[{len(unsupported)} sentence(s) not supported by their citations: "
-                   + "; ".join(textwrap.shorten(s["text"], 70) for s in unsupported) + "]")
-    if result["dropped_citations"]:
-        click.echo(f"[{result['dropped_citations']} citation(s) to no source removed]")
-    if result["citations"]:
-        from rag.answer import reference_lines_json
+def _ask_options(values: dict[str, Any]) -> Any:
+    """The AskOptions the command line gave; a value out of range names its option."""
+    from pydantic import ValidationError
 
-        click.echo("\nReferences")
-        for line in reference_lines_json(result["citations"]):
-            click.echo(textwrap.fill(line, 100, subsequent_indent="    "))
+    from rag.schema import AskOptions
+
+    try:
+        return AskOptions(**{k: v for k, v in values.items() if v is not None})
+    except ValidationError as exc:
+        err = exc.errors()[0]
+        name = "--" + str(err["loc"][0]).replace("_", "-") if err["loc"] else "an option"
+        raise InputError(f"{name}: {err['msg']}", "see `rag ask --help`") from None
+
+
+def _print_stream(events: Any) -> Any:
+    """Show the answer as its units are checked (the text equals the final answer's), notices
+    on stderr, then the notes and references; returns the Answer."""
+    from rag.render import tail
+    from rag.schema import DoneEvent, NoticeEvent, ProgressEvent, SentenceEvent
+
+    done = None
+    thinking_said = False
+    for ev in events:
+        if isinstance(ev, SentenceEvent):
+            click.echo(ev.delta, nl=False)
+        elif isinstance(ev, NoticeEvent):
+            click.echo(ev.message, err=True)
+        elif isinstance(ev, ProgressEvent) and not thinking_said:
+            thinking_said = True
+            click.echo("(the model is thinking...)", err=True)
+        elif isinstance(ev, DoneEvent):
+            done = ev.answer
+    assert done is not None
+    click.echo()
+    rest = tail(done.to_public(), width=100)
+    if rest:
+        click.echo("\n" + rest)
+    return done
+
+
+def _print_result(result: dict[str, Any]) -> None:
+    from rag.render import full_text
+
+    for n in result.get("notices", []):
+        click.echo(n, err=True)
+    click.echo(full_text(result, width=100))
 
 
 def ask_options(fn: F) -> F:
     fn = filter_options(fn)
     fn = index_option(fn)
     fn = click.option("--json", "as_json", is_flag=True, help="Print the documented JSON object.")(fn)
-    fn = click.option("--strict", is_flag=True, help="Drop sentences their citations do not support.")(fn)
+    fn = click.option("--strict", is_flag=True, default=None,
+                      help="Drop sentences their citations do not support.")(fn)
     fn = click.option("--model", help="Ollama model (default: RAG_MODEL or llama3.2).")(fn)
     fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
                       help="auto: Ollama if running, else offline (default); none: offline.")(fn)
-    fn = click.option("-k", type=int, default=None, help="Papers to answer from (default 8).")(fn)
+    fn = click.option("-k", type=click.IntRange(1, 50), default=None,
+                      help="Papers to answer from (default 8).")(fn)
     return fn
 
 
 @cli.command()
 @click.argument("question")
 @ask_options
-def ask(question: str, k: int | None, llm: str | None, model: str | None, strict: bool,
-        as_json: bool, index: str | None, venue: str | None, year: str | None,
-        source: str | None) -> None:
+def ask(question: str, as_json: bool, index: str | None, **values: Any) -> None:
     """Answer QUESTION from the abstracts, with checked citations."""
+    options = _ask_options(values)
     remote = _remote()
     if remote:
         from rag.client import remote_ask
 
-        result = remote_ask(remote, question, k, llm, model, strict, venue, year, source)
-        if as_json:
-            emit_json(result)
-        else:
-            for n in result.get("notices", []):
-                click.echo(n, err=True)
-            _print_answer(result, streamed=False)
+        result = remote_ask(remote, question, options)
+        emit_json(result) if as_json else _print_result(result)
         return
-    from rag.answer import Pipeline
-    from rag.retrieve import Filters
+    from rag.answering import Pipeline
 
     settings = _settings(index)
-    filters = Filters.parse(venue, year, source)
     pipeline = Pipeline(settings, _ensure_index(settings))
-    streamed = False
-
-    def on_token(token: str) -> None:
-        nonlocal streamed
-        streamed = True
-        click.echo(token, nl=False)
-
-    ans = pipeline.answer(
-        question, k=k, llm=llm, model=model, strict=strict, filters=filters,
-        on_token=None if (as_json or strict) else on_token,
-        on_notice=lambda t: click.echo(t, err=True),
-    )
-    result = ans.to_json()
     if as_json:
-        emit_json(result)
-        return
-    if streamed and ans.dropped_citations:
-        click.echo("\n\nWith citations to no source removed:")
-        streamed = False
-    _print_answer(result, streamed=streamed)
+        emit_json(pipeline.answer(question, options).to_public())
+    else:
+        _print_stream(pipeline.stream(question, options))
 
 
 @cli.command()
 @ask_options
-def chat(k: int | None, llm: str | None, model: str | None, strict: bool, as_json: bool,
-         index: str | None, venue: str | None, year: str | None, source: str | None) -> None:
+def chat(as_json: bool, index: str | None, **values: Any) -> None:
     """A conversation in the terminal; follow-ups use the history. /sources /reset /quit."""
-    from rag.answer import Pipeline
-    from rag.retrieve import Filters
+    from rag.answering import Pipeline
+    from rag.render import reference_lines
 
+    options = _ask_options(values)
     settings = _settings(index)
     pipeline = Pipeline(settings, _ensure_index(settings))
-    filters = Filters.parse(venue, year, source)
     history: list[dict[str, str]] = []
     last: dict[str, Any] | None = None
     click.echo("Ask about the abstracts. Commands: /sources /reset /quit", err=True)
@@ -320,29 +312,25 @@ def chat(k: int | None, llm: str | None, model: str | None, strict: bool, as_jso
             click.echo("(conversation cleared)", err=True)
             continue
         if line == "/sources":
-            if last and last["citations"]:
-                from rag.answer import reference_lines_json
-
-                for ref in reference_lines_json(last["citations"]):
-                    click.echo(ref)
-            else:
-                click.echo("(no sources yet)")
+            click.echo("\n".join(reference_lines(last["citations"])) if last and last["citations"]
+                       else "(no sources yet)")
             continue
         try:
-            ans = pipeline.answer(line, k=k, llm=llm, model=model, strict=strict, filters=filters,
-                                  history=history, on_notice=lambda t: click.echo(t, err=True))
+            events = pipeline.stream(line, options, history=history)
+            if as_json:
+                ans = next(ev.answer for ev in events if ev.kind == "done")
+                emit_json(ans.to_public())
+            else:
+                ans = _print_stream(events)
         except RagError as exc:
             click.echo(f"error: {exc}", err=True)
             continue
-        last = ans.to_json()
-        if ans.answerer == "extractive" and ans.notices and llm in (None, "auto"):
-            llm = "none"  # said once: Ollama is not there; stay offline for this conversation
-        if as_json:
-            emit_json(last)
-        else:
-            if ans.standalone_question != line:
-                click.echo(f"(searching for: {ans.standalone_question})", err=True)
-            _print_answer(last, streamed=False)
+        last = ans.to_public()
+        if ans.answerer == "extractive" and ans.notices and options.llm in (None, "auto"):
+            # said once: Ollama is not there; stay offline for this conversation
+            options = options.model_copy(update={"llm": "none"})
+        if ans.standalone_question != line:
+            click.echo(f"(searching for: {ans.standalone_question})", err=True)
         history += [{"role": "user", "content": line}, {"role": "assistant", "content": ans.answer}]
 
 

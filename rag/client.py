@@ -9,12 +9,15 @@ from __future__ import annotations
 
 import os
 from dataclasses import dataclass
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import httpx
 
 from rag import errors as rag_errors
 from rag.errors import InputError, LLMError, RagError
+
+if TYPE_CHECKING:
+    from rag.schema import AskOptions
 
 CONNECT_TIMEOUT = 5.0
 # The server enforces its own Ollama timeout and answers with an error; the client only needs
@@ -111,12 +114,7 @@ def remote_search(remote: Remote, query: str, k: int, venue: str | None = None,
     return _request(remote, "GET", "/search", params=params, read_timeout=60.0)
 
 
-def remote_ask(remote: Remote, question: str, k: int | None = None, llm: str | None = None,
-               model: str | None = None, strict: bool = False, venue: str | None = None,
-               year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
-    """POST /ask: the object `rag ask --json` prints."""
-    body: dict[str, Any] = {"question": question, "strict": strict, **_filters(venue, year, source)}
-    for key, value in (("k", k), ("llm", llm), ("model", model)):
-        if value is not None:
-            body[key] = value
+def remote_ask(remote: Remote, question: str, options: AskOptions) -> dict[str, Any]:
+    """POST /ask with the same options object: the object `rag ask --json` prints."""
+    body = {"question": question, **options.for_request()}
     return _request(remote, "POST", "/ask", json=body, read_timeout=ASK_TIMEOUT)

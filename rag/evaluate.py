@@ -221,15 +221,13 @@ def citation_scores(ans: Any, checker: Any) -> dict[str, Any]:
     part of a supporting set and either support their sentence alone or are needed (the other
     citations alone do not support it). "Together" = the cited records concatenated.
     """
-    from rag.answer import record_header
-
     by_n = {s.n: s for s in ans.sources}
     cache: dict[tuple[str, tuple[int, ...]], bool] = {}
 
     def supported(text: str, ns: tuple[int, ...]) -> bool:
         if (text, ns) not in cache:
             srcs = [by_n[n] for n in ns]
-            record = (" ".join(record_header(s) for s in srcs), " ".join(s.paper.abstract for s in srcs))
+            record = (" ".join(s.header() for s in srcs), " ".join(s.paper.abstract for s in srcs))
             cache[text, ns] = bool(checker.check(text, [record]).supported)
         return cache[text, ns]
 
@@ -308,36 +306,32 @@ def run_set(pipeline: Any, questions: list[Question], refs: dict[str, str], *, l
             progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
     """Answer every question with Pipeline.answer() as `rag ask`/`rag chat` do, and score it."""
     from rag.judge import OllamaJudge
+    from rag.schema import AskOptions
 
-    pipeline._refresh_names()
+    pipeline.refresh_names()
     checker = pipeline.judge
-    owned = None
     if judge == "ollama":
-        owned = pipeline.llm(model)
-        checker = OllamaJudge(pipeline.retriever.embedder, owned)
+        checker = OllamaJudge(pipeline.retriever.embedder, pipeline.client(model))
         checker.known_names = set(pipeline.judge.known_names)
+    options = AskOptions(llm=llm, model=model, judge=judge)  # type: ignore[arg-type]
     rows = []
-    try:
-        for i, q in enumerate(questions, 1):
-            history: list[dict[str, str]] = []
-            for turn in q.turns:
-                ans = pipeline.answer(turn, llm=llm, model=model, history=history, judge=judge)
-                history += [{"role": "user", "content": turn},
-                            {"role": "assistant", "content": ans.answer}]
-            ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
-            rows.append(score_answer(q, ans, ranked, refs, checker))
-            if progress:
-                progress(f"[{i}/{len(questions)}] {q.id}")
-    finally:
-        if owned is not None:
-            owned.close()
+    for i, q in enumerate(questions, 1):
+        history: list[dict[str, str]] = []
+        for turn in q.turns:
+            ans = pipeline.answer(turn, options, history=history)
+            history += [{"role": "user", "content": turn},
+                        {"role": "assistant", "content": ans.answer}]
+        ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
+        rows.append(score_answer(q, ans, ranked, refs, checker))
+        if progress:
+            progress(f"[{i}/{len(questions)}] {q.id}")
     return rows
 
 
 def run_cli(settings: Any, *, set_path: Path, llm: str = "none", model: str | None = None,
             judge: str = "default", out: Path = Path("evals/reports")) -> int:
     """`rag eval`: 0 when every threshold holds, 5 when one does not (InputError: bad set)."""
-    from rag.answer import Pipeline
+    from rag.answering import Pipeline
     from rag.evaluate_report import check_thresholds, load_thresholds, summary_table, write_reports
 
     started = time.perf_counter()
@@ -350,8 +344,9 @@ def run_cli(settings: Any, *, set_path: Path, llm: str = "none", model: str | No
     def progress(text: str) -> None:
         print(text, file=sys.stderr, flush=True)
 
-    rows = run_set(pipeline, questions, refs, llm=llm, model=model or settings.model, judge=judge,
-                   progress=progress)
+    with pipeline:
+        rows = run_set(pipeline, questions, refs, llm=llm, model=model or settings.model,
+                       judge=judge, progress=progress)
     metrics = aggregate(rows)
     failures = check_thresholds(metrics, thresholds)
     report = {

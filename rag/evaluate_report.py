@@ -82,7 +82,7 @@ def load_judge_cases(path: Path) -> list[dict[str, Any]]:
 
 def judge_cases(judge: Any, cases: list[dict[str, Any]], papers: list[Paper]) -> list[dict[str, Any]]:
     """The judge's verdict on each case, the cited paper given as the pipeline gives it."""
-    from rag.answer import Source, record_header
+    from rag.schema import Source
 
     out = []
     for case in cases:
@@ -90,7 +90,7 @@ def judge_cases(judge: Any, cases: list[dict[str, Any]], papers: list[Paper]) ->
         if paper is None:
             raise InputError(f"judge case {case['id']}: {case['paper']} is not among the papers",
                              "point at the seeds/ the cases were written against")
-        s = judge.check(case["sentence"], [(record_header(Source(1, paper, 0.0)), paper.abstract)])
+        s = judge.check(case["sentence"], [(Source(1, paper, 0.0).header(), paper.abstract)])
         out.append({**case, "predicted": s.supported, "score": s.score, "reasons": s.reasons})
     return out
 

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import logging
+from dataclasses import dataclass
 from collections.abc import Iterator
 from typing import Any
 
@@ -11,6 +12,29 @@ import httpx
 from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
 
 log = logging.getLogger(__name__)
+
+
+@dataclass(frozen=True)
+class Token:
+    """Answer text from the model, reasoning removed."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class Thinking:
+    """Reasoning text (message.thinking, or a <think> block): never part of the answer."""
+
+    text: str
+
+
+@dataclass(frozen=True)
+class StreamEnd:
+    """The model's last message: why it stopped and how many tokens it read and wrote."""
+
+    done_reason: str | None
+    prompt_tokens: int | None
+    completion_tokens: int | None
 
 
 class StreamBroken(LLMError):
@@ -80,8 +104,8 @@ class Ollama:
         except Exception:
             return None
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[str]:
-        """Yield answer tokens as they arrive; raise StreamBroken if the stream stops early."""
+    def stream(self, messages: list[dict[str, str]]) -> Iterator[Token | Thinking | StreamEnd]:
+        """Yield the answer as it arrives; raise StreamBroken if the stream stops early."""
         got: list[str] = []
         done = False
         try:
@@ -90,9 +114,10 @@ class Ollama:
                 token = part.message.content or ""
                 if token:
                     got.append(token)
-                    yield token
+                    yield Token(token)
                 if part.done:
                     done = True
+                    yield StreamEnd(part.done_reason, part.prompt_eval_count, part.eval_count)
         except Exception as exc:
             mapped = self._map(exc)
             if got:  # something arrived: keep it, report the break

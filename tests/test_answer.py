@@ -7,9 +7,10 @@ import re
 
 import pytest
 
-from rag.answer import Pipeline
+from rag.answering import Pipeline
 from rag.errors import LLMTimeout, LLMUnavailable, ModelNotFound
 from rag.prompts import NO_ANSWER
+from rag.schema import AskOptions, DoneEvent, TokenEvent
 from tests.ollama_server import UNCITED_CLAIM, free_port_with_nothing_listening
 
 LONG_SEQ = "which systems target long-sequence training?"
@@ -20,9 +21,28 @@ def offline(seeded_settings, retriever):  # type: ignore[no-untyped-def]
     return Pipeline(seeded_settings.model_copy(update={"llm": "none"}), retriever)
 
 
+_opened: list[Pipeline] = []
+
+
+@pytest.fixture(autouse=True)
+def _close_pipelines():  # type: ignore[no-untyped-def]
+    """Pipelines keep their Ollama connection between answers: close them after each test."""
+    yield
+    while _opened:
+        _opened.pop().close()
+
+
 def with_ollama(seeded_settings, retriever, url: str, **extra):  # type: ignore[no-untyped-def]
     settings = seeded_settings.model_copy(update={"ollama_host": url, "llm": "ollama", **extra})
-    return Pipeline(settings, retriever)
+    _opened.append(Pipeline(settings, retriever))
+    return _opened[-1]
+
+
+def stream(pipe, question: str, options=None):  # type: ignore[no-untyped-def]
+    """(raw tokens, answer) of Pipeline.stream."""
+    events = list(pipe.stream(question, options))
+    assert isinstance(events[-1], DoneEvent)
+    return [e.text for e in events if isinstance(e, TokenEvent)], events[-1].answer
 
 
 def labels(ans) -> set[str]:  # type: ignore[no-untyped-def]
@@ -57,7 +77,7 @@ def test_offline_fact_question_quotes_the_number(offline) -> None:  # type: igno
     ans = offline.answer("What speedup does Skrull report over DeepSpeed?")
     assert "3.76x" in ans.answer and labels(ans) == {"Skrull"}
     assert all(s.supported for s in ans.sentences)
-    assert ans.to_json()["citations"][0]["quote"]
+    assert ans.to_public()["citations"][0]["quote"]
 
 
 @pytest.mark.parametrize("question", [
@@ -77,9 +97,7 @@ def test_metadata_question_answered_from_the_record(offline) -> None:  # type: i
 
 
 def test_filters_restrict_the_answer(offline) -> None:  # type: ignore[no-untyped-def]
-    from rag.retrieve import Filters
-
-    ans = offline.answer("which papers study federated learning?", filters=Filters.parse(venue="mlsys"))
+    ans = offline.answer("which papers study federated learning?", AskOptions(venue="mlsys"))
     assert ans.sources and all(s.paper.venue == "MLSYS" for s in ans.sources)
 
 
@@ -96,8 +114,7 @@ def test_offline_follow_up_is_condensed_with_the_named_paper(offline) -> None:  
 
 def test_ollama_cited_answer_streams_and_checks(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
     pipe = with_ollama(seeded_settings, retriever, ollama_server.url)
-    tokens: list[str] = []
-    ans = pipe.answer(LONG_SEQ, on_token=tokens.append)
+    tokens, ans = stream(pipe, LONG_SEQ)
     assert ans.answerer == "ollama:llama3.2"
     assert len(tokens) > 3 and "".join(tokens).strip()
     assert_citations_resolve(ans)
@@ -122,7 +139,7 @@ def test_wrong_number_is_flagged_and_strict_drops_it(seeded_settings, retriever,
     ans = pipe.answer("What speedup does Skrull report over DeepSpeed?")
     bad = [s for s in ans.sentences if not s.supported]
     assert bad and any("number" in r for s in bad for r in s.reasons)
-    strict = pipe.answer("What speedup does Skrull report over DeepSpeed?", strict=True)
+    strict = pipe.answer("What speedup does Skrull report over DeepSpeed?", AskOptions(strict=True))
     assert all(s.supported for s in strict.sentences)
     assert all(s.text not in strict.answer for s in bad)
 
@@ -136,8 +153,7 @@ def test_uncited_claim_is_unsupported(seeded_settings, retriever, ollama_server)
 
 def test_broken_stream_keeps_what_arrived_and_marks_it(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
     ollama_server.behaviour = "cut"
-    tokens: list[str] = []
-    ans = with_ollama(seeded_settings, retriever, ollama_server.url).answer(LONG_SEQ, on_token=tokens.append)
+    tokens, ans = stream(with_ollama(seeded_settings, retriever, ollama_server.url), LONG_SEQ)
     assert ans.incomplete and tokens and ans.answer.strip()
     assert any("incomplete" in n for n in ans.notices)
 
@@ -148,7 +164,7 @@ def test_model_not_pulled(seeded_settings, retriever, ollama_server) -> None:  #
         pipe.answer(LONG_SEQ)
     assert "ollama pull nosuchmodel" in err.value.hint and err.value.exit_code == 4
     # in auto mode the offline answerer takes over, saying why
-    ans = pipe.answer(LONG_SEQ, llm="auto")
+    ans = pipe.answer(LONG_SEQ, AskOptions(llm="auto"))
     assert ans.answerer == "extractive" and any("ollama pull" in n for n in ans.notices)
 
 
@@ -166,7 +182,7 @@ def test_ollama_not_running(seeded_settings, retriever) -> None:  # type: ignore
     with pytest.raises(LLMUnavailable) as err:
         pipe.answer(LONG_SEQ)
     assert "ollama serve" in err.value.hint
-    ans = pipe.answer(LONG_SEQ, llm="auto")
+    ans = pipe.answer(LONG_SEQ, AskOptions(llm="auto"))
     assert ans.answerer == "extractive" and {"Skrull", "Buff"} <= labels(ans)
     assert any("offline" in n for n in ans.notices)
 
@@ -196,7 +212,8 @@ def test_abstract_cannot_break_out_of_its_fence(fresh_settings, tmp_path, ollama
     }) + "\n")
     ingest([evil], fresh_settings, show_progress=False)
     settings = fresh_settings.model_copy(update={"ollama_host": ollama_server.url, "llm": "ollama"})
-    Pipeline(settings).answer("What do quantum widgets do for sparse training?")
+    with Pipeline(settings) as pipe:
+        pipe.answer("What do quantum widgets do for sparse training?")
     prompt = ollama_server.requests[-1]["body"]["messages"][-1]["content"]
     assert prompt.count("<source n=") == 1 and prompt.count("</source>") == 1
     inside = prompt.split('<source n="1">', 1)[1].split("</source>", 1)[0]

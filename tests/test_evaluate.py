@@ -261,20 +261,21 @@ def record(out: Path) -> None:
     """Run the recorded set through the pipeline against the Ollama test server (behaviour
     "cited") and write every model call's reply with the sources it was given, as the
     skeleton of faithful.jsonl. Condense calls get the CONDENSED questions above."""
-    from rag.answer import Pipeline
+    from rag.answering import Pipeline
     from rag.config import get_settings
+    from rag.schema import AskOptions
     from rag.evaluate import load_set
     from tests.ollama_server import OllamaTestServer, scripted_reply
 
     entries = []
-    with OllamaTestServer(behaviour="cited") as server:
-        pipeline = Pipeline(get_settings().model_copy(update={"ollama_host": server.url}))
+    with OllamaTestServer(behaviour="cited") as server, Pipeline(
+            get_settings().model_copy(update={"ollama_host": server.url})) as pipeline:
         for q in load_set(RECORDED / "questions.yaml"):
             history: list[dict[str, str]] = []
             for turn_no, turn in enumerate(q.turns, 1):
                 server.replies = [CONDENSED[q.id]] if turn_no > 1 else []
                 before = len(chat_prompts(server))
-                ans = pipeline.answer(turn, llm="ollama", history=history)
+                ans = pipeline.answer(turn, AskOptions(llm="ollama"), history=history)
                 for prompt in chat_prompts(server)[before:]:
                     role = "answer" if "<source" in prompt else "condense"
                     reply = scripted_reply("cited", prompt) if role == "answer" else CONDENSED[q.id]

@@ -54,10 +54,10 @@ def paper(papers: list[Any], ref: str) -> Any:
 
 
 def check(judge: Any, papers: list[Any], sentence: str, *refs: str) -> Any:
-    from rag.answer import Source, record_header
+    from rag.schema import Source
 
     cited = [paper(papers, r) for r in refs]
-    return judge.check(sentence, [(record_header(Source(1, p, 0.0)), p.abstract) for p in cited])
+    return judge.check(sentence, [(Source(1, p, 0.0).header(), p.abstract) for p in cited])
 
 
 SKRULL, MEGABLOCKS = "seeds/000_1d593446947ebb0f.txt#1", "seeds/002_582fbc6f8791162a.txt#17"
@@ -167,13 +167,13 @@ def test_reversed_claims_are_unsupported_and_negated_paraphrases_are_not(
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")
 def test_ollama_judge_takes_the_models_verdict(judge: Any, papers: list[Any], ollama_server: Any) -> None:
-    from rag.answer import Source, record_header
+    from rag.schema import Source
     from rag.judge import OllamaJudge
     from rag.llm import Ollama
 
     llm_judge = OllamaJudge(judge.embedder, Ollama(ollama_server.url, "llama3.2", timeout=10))
     p = paper(papers, SKRULL)
-    record = [(record_header(Source(1, p, 0.0)), p.abstract)]
+    record = [(Source(1, p, 0.0).header(), p.abstract)]
     ollama_server.replies = ["UNSUPPORTED", "SUPPORTED"]
     negated = llm_judge.check("Skrull is slower than DeepSpeed in long-SFT scenarios.", record)
     assert not negated.supported and negated.reasons == ["the model judged it unsupported"]

@@ -113,7 +113,8 @@ def test_lone_surrogates_are_bad_input_not_a_crash(client: Any, path: str, body:
     """Hypothesis generates only valid Unicode, so schemathesis never sends these."""
     response = client.post(f"{BASE_URL}{path}", data=body.encode(),
                            headers={"Content-Type": "application/json"})
-    assert response.status_code == 422, response.text
+    # OpenAI's clients expect 400 for a malformed request; rag's own endpoints say 422
+    assert response.status_code == (400 if path.startswith("/v1/") else 422), response.text
     error = response.json()["error"]
     message = error["message"] if isinstance(error, dict) else error
     assert f"{field}: the text holds a lone UTF-16 surrogate" in message

@@ -16,9 +16,9 @@ from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.answer import MAX_QUESTION
-from rag.api.models import MAX_K, MAX_MESSAGES, ErrorPublic, ValidationErrorPublic
+from rag.api.models import MAX_MESSAGES, ErrorPublic, ValidationErrorPublic
 from rag.errors import InputError, LLMError, RagError
+from rag.schema import MAX_K, MAX_QUESTION
 
 log = logging.getLogger("rag.api")
 
@@ -97,10 +97,11 @@ def validation_response(request: Request, errors: Sequence[Any]) -> JSONResponse
                "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in errors]
     fields = list(dict.fromkeys(_field(d["loc"]) for d in detail))
     message = "invalid request: " + "; ".join(f"{_field(d['loc'])}: {d['msg']}" for d in detail)
-    if is_openai(request):
-        body = openai_error(message, LIMITS_HINT, "ValidationError", 422, fields[0] if fields else None)
+    if is_openai(request):  # OpenAI answers a malformed request with 400
+        body = openai_error(message, LIMITS_HINT, "ValidationError", 400, fields[0] if fields else None)
         body["error"]["fields"] = fields
         body["detail"] = detail
+        return JSONResponse(body, status_code=400)
     else:
         body = ValidationErrorPublic(error=message, hint=LIMITS_HINT, type="ValidationError",
                                      fields=fields, detail=detail).model_dump()  # type: ignore[arg-type]

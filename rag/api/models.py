@@ -12,11 +12,14 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from rag.answer import MAX_QUESTION
+from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
 from rag.corpus.paper import Paper
 
-MAX_K = 50
 MAX_MESSAGES = 50
+# OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
+# turns (rag condenses follow-ups from the last few), not refused.
+MAX_OPENAI_MESSAGES = 1000
+OPENAI_HISTORY = 20
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
 
 
@@ -66,6 +69,8 @@ class _PaperRefPublic(_Public):
 
 class CitationPublic(_PaperRefPublic):
     n: int = Field(description="The number used by the [n] markers of the answer.")
+    name: str = Field(description="What the answer calls the paper (e.g. 'Skrull').")
+    doi: str | None = None
     quote: str = Field(description="The abstract sentence that best supports a claim citing it.")
     abstract: str
 
@@ -89,7 +94,12 @@ class AnswerPublic(_Public):
     citations: list[CitationPublic]
     sentences: list[SentencePublic]
     dropped_citations: int
+    rewritten_citations: list[dict[str, str]] = Field(
+        description="Citation markers the model wrote in another style, as rewritten: "
+                    "[{\"from\": \"(Source 1)\", \"to\": \"[1]\"}].")
     incomplete: bool
+    finish_reason: Literal["stop", "length"] = Field(
+        description="'length' when the model stopped at its token limit (the answer is incomplete).")
     error: dict[str, str] | None = Field(
         None, description="Why the answer is incomplete (the model's stream broke off): message, hint."
     )
@@ -97,6 +107,8 @@ class AnswerPublic(_Public):
     matched: int
     corpus_size: int
     notices: list[str]
+    usage: dict[str, int] | None = Field(
+        None, description="The model's prompt_tokens and completion_tokens (Ollama's counts).")
     timings_ms: dict[str, float]
 
 
@@ -104,30 +116,22 @@ class _Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
-    year: str | int | None = Field(None, description="A year or range: 2023, 2022-2023, 2022-, -2023.")
+    year: YearFilter = None
     source: str | None = Field(None, max_length=500, description="Source file path contains this.")
-
-    @field_validator("year")
-    @classmethod
-    def _short_year(cls, v: str | int | None) -> str | int | None:
-        if isinstance(v, str) and len(v) > 20:
-            raise ValueError("a year or range is at most 20 characters")
-        return v
+    category: str | None = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
 
 
-class _AnswerOptions(_Filters):
-    k: int | None = Field(None, ge=1, le=MAX_K, description="Papers to answer from (default 8).")
-    llm: Literal["auto", "ollama", "none"] | None = Field(
-        None, description="auto: Ollama if running, else offline; none: offline; ollama: only Ollama."
-    )
-    model: str | None = Field(None, min_length=1, max_length=200, description="Ollama model.")
-    strict: bool = Field(False, description="Drop sentences their citations do not support.")
-    filters: _Filters | None = Field(None, description="venue/year/source (or give them at the top level).")
+class _AnswerOptions(AskOptions):
+    filters: _Filters | None = Field(None, description="venue/year/source/category (or give them at the top level).")
 
-    def filter_values(self) -> tuple[str | None, str | int | None, str | None]:
-        nested = self.filters or _Filters()
-        return (self.venue or nested.venue, self.year if self.year is not None else nested.year,
-                self.source or nested.source)
+    def options(self) -> AskOptions:
+        """The AskOptions of this request, filters given nested or at the top level."""
+        values = self.model_dump(include=set(AskOptions.model_fields))
+        nested = self.filters.model_dump(exclude_none=True) if self.filters else {}
+        for key, value in nested.items():
+            if values.get(key) is None:
+                values[key] = value
+        return AskOptions(**values)
 
 
 class AskRequest(_AnswerOptions):
@@ -249,14 +253,23 @@ class OpenAIMessage(BaseModel):
         return self.content or ""
 
 
+class StreamOptions(BaseModel):
+    model_config = ConfigDict(extra="allow")
+
+    include_usage: bool = False
+
+
 class ChatCompletionRequest(_Filters):
-    """OpenAI's chat completion request; unknown OpenAI fields (temperature, ...) are ignored."""
+    """OpenAI's chat completion request; OpenAI fields rag has no use for (temperature, ...)
+    are ignored, those it cannot honour (n > 1, tools) are refused."""
 
     model_config = ConfigDict(extra="allow")
 
     model: str = Field("rag", description="'rag', 'rag-offline' or 'rag:<ollama model>'.")
-    messages: list[OpenAIMessage] = Field(min_length=1, max_length=MAX_MESSAGES)
+    messages: list[OpenAIMessage] = Field(min_length=1, max_length=MAX_OPENAI_MESSAGES)
     stream: bool = False
+    stream_options: StreamOptions | None = None
+    n: int | None = Field(None, description="Only 1 is supported.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
     strict: bool = Field(False, description="rag extension: drop unsupported sentences.")
 
@@ -273,6 +286,9 @@ class ChoicePublic(_Public):
 
 
 class UsagePublic(_Public):
+    """Ollama's own counts when a model answered; offline, counted with the embedding
+    model's WordPiece tokenizer."""
+
     prompt_tokens: int
     completion_tokens: int
     total_tokens: int

@@ -333,9 +333,21 @@ async function ask(question) {
       return;
     }
     for await (const { event, data } of readEvents(response)) {
-      if (event === "token") {
+      if (event === "sentence") {
+        // Each sentence arrives final (renumbered, checked): mark it as it comes.
         turn.status.textContent = "";
-        turn.text.appendChild(text(data.text));
+        const sep = data.delta.slice(0, data.delta.length - data.text.length);
+        const body = data.delta.slice(sep.length);
+        if (sep) turn.text.appendChild(text(sep));
+        if (data.meta) {
+          turn.text.appendChild(text(body));
+        } else {
+          const node = el("span", "sentence " + (data.supported ? "supported" : "unsupported"), body);
+          if (!data.supported) node.title = "Not supported by the cited abstract(s)";
+          turn.text.appendChild(node);
+        }
+      } else if (event === "progress") {
+        turn.status.textContent = data.stage === "thinking" ? "thinking…" : data.stage + "…";
       } else if (event === "notice") {
         turn.notes.appendChild(el("p", "note notice", data.message));
       } else if (event === "final") {

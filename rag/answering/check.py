@@ -1,0 +1,155 @@
+"""Stage three: turn the writer's raw text into the final answer, one unit at a time.
+
+Each sentence or list item is final as soon as the next one has begun: its citation style is
+normalised, markers that point at no source are dropped, the rest are renumbered in order of
+first use, and the judge checks it against the abstracts it cites. Every face shows these
+units, so what a reader sees on the way is what the finished answer says.
+
+Written by hand because no library splits a token stream into stable sentences: a sentence
+is held while what follows could still be its citation ("claim. [1" or "claim. (Source 1").
+"""
+
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+
+from rag.citations import TRAILING_MARKERS, clean_markers, normalize_citations, numbers_in, renumber
+from rag.corpus.text import sentence_pieces
+from rag.judge import Judge
+from rag.prompts import NO_ANSWER
+from rag.schema import SentenceCheck, SentenceEvent, Source
+
+_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
+_NO_ANSWER = NO_ANSWER.lower().rstrip(".")
+_MAYBE_CITATION = ("(", "[", "【", "^")
+
+
+@dataclass(frozen=True)
+class _Piece:
+    text: str
+    bullet: str
+    newline: bool  # starts a new line of the answer
+
+
+class Checker:
+    """Feed it the writer's text; it returns the final units as SentenceEvents."""
+
+    def __init__(self, sources: list[Source], judge: Judge, strict: bool,
+                 prelude: list[str] | None = None) -> None:
+        self.by_n = {s.n: s for s in sources}
+        self.judge = judge
+        self.strict = strict
+        self.order: dict[int, int] = {}  # writer's number -> final number
+        self.checks: list[SentenceCheck] = []
+        self.rewrites: list[dict[str, str]] = []
+        self.dropped = 0
+        self.text = ""
+        self.claims = 0  # units kept that are not headers or the no-answer sentence
+        self.abstaining = False
+        self.judge_ms = 0.0
+        self._pending = ""
+        self._line_open = False  # the pending text continues a line already begun
+        # Headers (a list's count) wait for the first claim: an answer that turns out to say
+        # "the abstracts do not answer this" must not have claimed matches first.
+        self._prelude = [_Piece(p, "", True) for p in prelude or []]
+
+    # -- input ------------------------------------------------------------------------------
+
+    def feed(self, text: str) -> list[SentenceEvent]:
+        self._pending, rewrites = normalize_citations(self._pending + text, len(self.by_n))
+        self.rewrites += rewrites
+        out: list[SentenceEvent] = []
+        while "\n" in self._pending:
+            line, self._pending = self._pending.split("\n", 1)
+            out += self._line(line, complete=True)
+        return out + self._line(self._pending, complete=False)
+
+    def flush(self) -> list[SentenceEvent]:
+        """The rest, at the end of the writer's text."""
+        line, self._pending = self._pending, ""
+        out = self._line(line, complete=True)
+        if self.claims == 0 and not self.abstaining and (self.strict or not self.text):
+            out += self._emit(_Piece(NO_ANSWER, "", True), abstention=True)
+        return out
+
+    @property
+    def abstained(self) -> bool:
+        return self.claims == 0
+
+    def cited(self) -> set[int]:
+        """The writer's numbers of the sources cited so far."""
+        return set(self.order)
+
+    # -- units ------------------------------------------------------------------------------
+
+    def _line(self, line: str, complete: bool) -> list[SentenceEvent]:
+        if not line.strip():
+            if complete:
+                self._line_open = False
+            return []
+        bullet = None if self._line_open else _BULLET.match(line)
+        if bullet:  # a list item is one unit, final when its line ends
+            if not complete:
+                self._pending = line
+                return []
+            return self._unit(_Piece(line[bullet.end():].strip(), bullet.group(0).strip(), True))
+        pieces = sentence_pieces(TRAILING_MARKERS.sub(lambda m: " " + m.group(2).strip() + m.group(1), line))
+        if complete:
+            final = pieces
+        else:
+            # The last sentence is still being written; the one before it too while the
+            # last could be its citation.
+            cut = len(pieces) - 1
+            if cut and pieces[-1].lstrip().startswith(_MAYBE_CITATION):
+                cut -= 1
+            final, self._pending = pieces[:cut], "".join(pieces[cut:])
+        out: list[SentenceEvent] = []
+        for piece in final:
+            if piece.strip():
+                out += self._unit(_Piece(piece.strip(), "", not self._line_open))
+                self._line_open = True
+        if complete:
+            self._line_open = False
+        return out
+
+    def _unit(self, piece: _Piece) -> list[SentenceEvent]:
+        text, dropped = clean_markers(piece.text, set(self.by_n))
+        self.dropped += dropped
+        text = text.strip()
+        if not text:
+            return []
+        if _NO_ANSWER in text.lower() and not numbers_in(text):
+            if self.claims == 0:
+                self.abstaining = True
+            return self._emit(_Piece(text, piece.bullet, piece.newline), abstention=True)
+        meta = text.endswith(":") and not numbers_in(text)
+        if meta:
+            return self._emit(_Piece(text, piece.bullet, piece.newline), meta=True)
+        cited = [self.by_n[n] for n in numbers_in(text) if n in self.by_n]
+        started = time.perf_counter()
+        support = self.judge.check(text, [(s.header(), s.paper.abstract) for s in cited])
+        self.judge_ms += (time.perf_counter() - started) * 1000
+        if self.strict and not support.supported:
+            return []
+        for n in numbers_in(text):
+            self.order.setdefault(n, len(self.order) + 1)
+        text = renumber(text, self.order)
+        check = SentenceCheck(text, numbers_in(text), support.supported, support.score,
+                              support.quote, support.reasons)
+        self.checks.append(check)
+        self.claims += 1
+        self.abstaining = False
+        out = [ev for p in self._prelude for ev in self._emit(p, meta=True)]
+        self._prelude = []
+        return out + self._emit(_Piece(text, piece.bullet, piece.newline), check=check)
+
+    def _emit(self, piece: _Piece, *, check: SentenceCheck | None = None, meta: bool = False,
+              abstention: bool = False) -> list[SentenceEvent]:
+        if check is None:
+            check = SentenceCheck(piece.text, [], True, 0.0, meta=True)
+        body = f"{piece.bullet} {piece.text}" if piece.bullet else piece.text
+        sep = "" if not self.text else ("\n" if piece.newline else " ")
+        self.text += sep + body
+        return [SentenceEvent(sep + body, check)]

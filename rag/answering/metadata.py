@@ -1,0 +1,47 @@
+"""Answers from a paper's record rather than its abstract: authors, arXiv id, DOI, venue, year."""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+
+from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META
+from rag.schema import Source
+
+_VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
+_VENUE_ASKS = ("venue", "published", "journal", "conference")
+
+
+def metadata_answer(question: str, sources: list[Source],
+                    summary: Callable[[Source], str]) -> str | None:
+    """Authors, arXiv id, venue or year of a paper the question names; None if it asks none."""
+    m = META.search(question)
+    named = [s for s in sources if s.relevance >= 1.0] or sources[:1]
+    if named and BY_AUTHOR.search(question):
+        hits = [(a, s) for s in named for a in s.paper.authors
+                if len(a) > 5 and a.lower() in question.lower()]
+        if hits:
+            return " ".join(f"{a} is an author of {s.paper.title or s.name} [{s.n}]." for a, s in hits)
+    if not named or not (m or ARXIV_ID.search(question)):
+        return None
+    ask = m.group(1).lower() if m else "arxiv"  # an id alone: answer with the paper it names
+    s, p = named[0], named[0].paper
+    if p.arxiv_id and p.arxiv_id in question:
+        what = p.title or summary(s).split(f" [{s.n}]")[0]
+        return f"arXiv:{p.arxiv_id} is {s.name}" + (f": {what}" if what != s.name else "") + f" [{s.n}]."
+    venue_note = next((c for c in p.comments if _VENUE_NOTE.search(c)), None)
+    fact = None
+    if ask.startswith(("author", "who", "written")) and p.authors:
+        fact = f"{s.name} is by {', '.join(p.authors)}"
+    elif ask.startswith("arxiv") and p.arxiv_id:
+        fact = f"{s.name} is arXiv:{p.arxiv_id}"
+    elif ask == "doi" and p.doi:
+        fact = f"{s.name} has the DOI {p.doi}"
+    elif ask in _VENUE_ASKS and (p.venue or p.journal_ref):
+        fact = (f"{s.name} appeared at {p.journal_ref or p.venue}"
+                + (f" {p.year}" if p.year and str(p.year) not in (p.journal_ref or "") else ""))
+    elif ask in _VENUE_ASKS and venue_note:
+        fact = f"{s.name}: {venue_note.rstrip('.')}"
+    elif p.date or p.year:
+        fact = f"{s.name} is dated {p.date or p.year}"
+    return f"{fact} [{s.n}]." if fact else None

@@ -1,0 +1,95 @@
+"""The pipeline's event stream, relayed to an async response.
+
+`Pipeline.stream` is synchronous and CPU-bound (embeddings, judge) or blocked on Ollama, so it
+runs in the app's thread pool and hands each event to the event loop. When the client goes
+away the worker stops at its next event and closes the stream, which ends the Ollama request.
+"""
+
+from __future__ import annotations
+
+import asyncio
+import contextlib
+import json
+import logging
+import threading
+from collections.abc import AsyncIterator, Callable
+from concurrent.futures import Executor
+from typing import Any, TypeVar
+
+from rag.answering import Pipeline
+from rag.api.errors import describe, status_of
+from rag.errors import RagError
+from rag.schema import Answer, AskOptions, Event
+
+log = logging.getLogger("rag.api")
+
+T = TypeVar("T")
+_END = object()
+
+
+async def run_blocking(executor: Executor, fn: Callable[[], T]) -> T:
+    return await asyncio.get_running_loop().run_in_executor(executor, fn)
+
+
+async def answer(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
+                 **kwargs: Any) -> Answer:
+    return await run_blocking(executor, lambda: pipeline.answer(question, options, **kwargs))
+
+
+async def events(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
+                 **kwargs: Any) -> AsyncIterator[Event]:
+    """Pipeline.stream's events as they come; its exception, if any, is raised here. Leaving
+    the loop early (the client went away) stops the work."""
+    loop = asyncio.get_running_loop()
+    queue: asyncio.Queue[Any] = asyncio.Queue()
+    gone = threading.Event()
+
+    def put(item: Any) -> None:
+        with contextlib.suppress(RuntimeError):  # the event loop is closed: the server stops
+            loop.call_soon_threadsafe(queue.put_nowait, item)
+
+    def work() -> None:
+        stream = pipeline.stream(question, options, **kwargs)
+        try:
+            for ev in stream:
+                if gone.is_set():
+                    break
+                put(ev)
+            put(_END)
+        except BaseException as exc:  # handed to the request, which reports it
+            put(exc)
+        finally:
+            stream.close()
+
+    future = loop.run_in_executor(executor, work)
+    try:
+        while True:
+            item = await queue.get()
+            if item is _END:
+                break
+            if isinstance(item, BaseException):
+                raise item
+            yield item
+        await future
+    finally:
+        gone.set()  # the worker stops at its next event; its future is left to finish
+
+
+def sse(event: str, data: Any) -> bytes:
+    """One server-sent event; the data is JSON on one line."""
+    return f"event: {event}\ndata: {json.dumps(data, ensure_ascii=False)}\n\n".encode()
+
+
+def error_data(exc: BaseException) -> dict[str, Any]:
+    """The data of an `error` event: message, hint, error type and the HTTP status it maps to."""
+    message, hint, type_ = describe(exc)
+    if not isinstance(exc, RagError):
+        log.error("error while streaming an answer", exc_info=exc)
+    return {"message": message, "hint": hint, "type": type_, "status": status_of(exc)}
+
+
+def incomplete_data(ans: Answer) -> dict[str, Any]:
+    """An answer whose model stream broke off is reported as an error, with what came."""
+    error = ans.error or {"message": "the answer stream broke off", "hint": ""}
+    return {"message": error["message"], "hint": error["hint"], "type": "StreamBroken", "status": 503,
+            "incomplete": True, "partial": ans.to_public()}

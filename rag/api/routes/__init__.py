@@ -1,0 +1,1 @@
+"""One router per resource: answers, papers, service, and the OpenAI-compatible /v1."""

@@ -1,0 +1,81 @@
+"""POST /ask and POST /chat (JSON, or server-sent events)."""
+
+from __future__ import annotations
+
+from collections.abc import AsyncIterator
+from typing import Any
+
+from fastapi import APIRouter
+from fastapi.responses import StreamingResponse
+
+from rag.api import relay
+from rag.api.deps import PROTECTED, ExecutorDep, PipelineDep
+from rag.api.errors import ERROR_RESPONSES, split_conversation
+from rag.api.models import AnswerPublic, AskRequest, ChatRequest
+from rag.schema import DoneEvent, Event, NoticeEvent, ProgressEvent, SentenceEvent
+
+router = APIRouter(tags=["answers"], dependencies=PROTECTED, responses=ERROR_RESPONSES)
+SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
+
+CHAT_DESCRIPTION = (
+    "The last message is the question; earlier turns condense a follow-up into a stand-alone "
+    "question. With `stream: true` the response is `text/event-stream`: `sentence` events "
+    "`{\"delta\", \"text\", \"citations\", \"supported\", \"support\", \"quote\", \"meta\"}` as "
+    "each sentence of the answer is final (cleaned, renumbered, checked; the answer text is the "
+    "concatenation of the deltas), `token` events `{\"text\"}` carrying the same deltas (for "
+    "clients that only show text), `notice` events `{\"message\"}`, `progress` events "
+    "`{\"stage\"}` (\"thinking\" while a reasoning model reasons), then exactly one `final` event "
+    "carrying the whole answer object (as without streaming) or one `error` event `{\"message\", "
+    "\"hint\", \"type\", \"status\"}` (with `incomplete` and `partial` when the model's stream "
+    "broke off). Errors found before anything was sent are ordinary JSON error responses."
+)
+
+
+@router.post("/ask", response_model=AnswerPublic,
+             summary="Answer a question (the object `rag ask --json` prints)")
+async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep) -> Any:
+    ans = await relay.answer(executor, pipeline, body.question, body.options())
+    return ans.to_public()
+
+
+@router.post("/chat", response_model=AnswerPublic,
+             summary="Multi-turn chat; with stream=true, server-sent events",
+             description=CHAT_DESCRIPTION,
+             responses={200: {"content": {"text/event-stream": {}},
+                              "description": "The answer object, or its event stream."}})
+async def chat(body: ChatRequest, pipeline: PipelineDep, executor: ExecutorDep) -> Any:
+    question, history = split_conversation([(m.role, m.content) for m in body.messages])
+    if not body.stream:
+        ans = await relay.answer(executor, pipeline, question, body.options(), history=history)
+        return ans.to_public()
+    events = relay.events(executor, pipeline, question, body.options(), history=history)
+    first = await anext(events)  # an error before the first event is a plain JSON error
+    return StreamingResponse(_chat_stream(first, events), media_type="text/event-stream",
+                             headers=SSE_HEADERS)
+
+
+def _sse(ev: Event) -> bytes | None:
+    if isinstance(ev, SentenceEvent):
+        return relay.sse("sentence", ev.to_public()) + relay.sse("token", {"text": ev.delta})
+    if isinstance(ev, NoticeEvent):
+        return relay.sse("notice", {"message": ev.message})
+    if isinstance(ev, ProgressEvent):
+        return relay.sse("progress", {"stage": ev.stage})
+    if isinstance(ev, DoneEvent):
+        if ev.answer.error is not None:
+            return relay.sse("error", relay.incomplete_data(ev.answer))
+        return relay.sse("final", ev.answer.to_public())
+    return None  # raw tokens: the sentence events carry the checked text
+
+
+async def _chat_stream(first: Event, events: AsyncIterator[Event]) -> AsyncIterator[bytes]:
+    try:
+        if (data := _sse(first)) is not None:
+            yield data
+        async for ev in events:
+            if (data := _sse(ev)) is not None:
+                yield data
+    except Exception as exc:
+        yield relay.sse("error", relay.error_data(exc))
+    finally:
+        await events.aclose()  # type: ignore[attr-defined]

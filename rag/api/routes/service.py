@@ -1,0 +1,51 @@
+"""GET /health: the index, the models and Ollama (never needs the API key)."""
+
+from __future__ import annotations
+
+import logging
+from typing import Any
+
+from fastapi import APIRouter
+
+from rag import __version__
+from rag.api import relay
+from rag.api.deps import LightExecutorDep, PipelineDep, SettingsDep
+from rag.api.models import HealthPublic
+from rag.errors import ModelNotFound, RagError
+from rag.llm import Ollama
+
+log = logging.getLogger("rag.api")
+router = APIRouter(tags=["service"])
+HEALTH_OLLAMA_TIMEOUT = 2.0
+
+
+@router.get("/health", response_model=HealthPublic,
+            summary="Index, models and Ollama status (never needs the API key)")
+async def health(pipeline: PipelineDep, light: LightExecutorDep, settings: SettingsDep) -> Any:
+    def probe() -> dict[str, Any]:
+        try:
+            snap = pipeline.retriever.snapshot()
+            index = {"papers": len(snap.papers), "chunks": len(snap.chunk_ids)}
+        except RagError as exc:  # the index broke under the server: /health still answers
+            log.error("health: %s (hint: %s)", exc.message, exc.hint)
+            index = {"papers": 0, "chunks": 0}
+        ollama: dict[str, Any] = {"host": settings.ollama_host, "model": settings.model,
+                                  "reachable": False, "model_present": False, "error": None}
+        client = None
+        try:
+            client = Ollama(settings.ollama_host, settings.model, HEALTH_OLLAMA_TIMEOUT)
+            client.check()
+            ollama.update(reachable=True, model_present=True)
+        except Exception as exc:  # /health reports Ollama's state, never fails on it
+            ollama["reachable"] = isinstance(exc, ModelNotFound)
+            ollama["error"] = exc.message if isinstance(exc, RagError) else str(exc)
+        finally:
+            if client is not None:
+                client.close()
+        return {
+            "status": "ok", "version": __version__, "index": settings.index, **index,
+            "embedding_model": getattr(pipeline.retriever.embedder, "name", "unknown"),
+            "llm": settings.llm, "ollama": ollama, "auth_required": bool(settings.api_key),
+        }
+
+    return await relay.run_blocking(light, probe)

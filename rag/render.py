@@ -1,0 +1,68 @@
+"""How an answer reads as text: the notes after it and its reference list.
+
+Works on the public JSON object (`Answer.to_public()`), so the CLI, the OpenAI-compatible
+route and the thin client (which only has the server's JSON) format an answer the same way.
+Imports nothing heavy: the thin client's start-up depends on it.
+"""
+
+from __future__ import annotations
+
+import textwrap
+from typing import Any
+
+INCOMPLETE = "[answer incomplete: the model's stream broke off]"
+TRUNCATED = "[answer incomplete: the model stopped at its token limit]"
+
+
+def reference_lines(citations: list[dict[str, Any]]) -> list[str]:
+    """'[1] Skrull. Title. authors. venue year. arXiv:ID. source' for each cited paper."""
+    lines = []
+    for c in citations:
+        name = c.get("name") or c.get("label") or c["paper_id"]
+        parts = [name]
+        if c.get("title") and c["title"] != name:
+            parts.append(c["title"])
+        authors = c.get("authors") or []
+        if authors:
+            parts.append(", ".join(authors[:3]) + (" et al." if len(authors) > 3 else ""))
+        venue = " ".join(str(x) for x in (c.get("venue"), c.get("year")) if x)
+        if venue:
+            parts.append(venue)
+        if c.get("arxiv_id"):
+            parts.append(f"arXiv:{c['arxiv_id']}")
+        parts.append(c.get("source") or "")
+        lines.append(f"[{c['n']}] " + " ".join(p if p.endswith(".") else p + "." for p in parts if p)
+                     .removesuffix("."))
+    return lines
+
+
+def notes(result: dict[str, Any]) -> list[str]:
+    """What the reader must know about the answer above: incomplete, unsupported claims,
+    citations removed."""
+    out = []
+    if result.get("incomplete"):
+        out.append(TRUNCATED if result.get("finish_reason") == "length" else INCOMPLETE)
+    unsupported = [s for s in result["sentences"] if not s["supported"]]
+    if unsupported:
+        out.append(f"[{len(unsupported)} sentence(s) not supported by their citations: "
+                   + "; ".join(textwrap.shorten(s["text"], 70) for s in unsupported) + "]")
+    if result.get("dropped_citations"):
+        out.append(f"[{result['dropped_citations']} citation(s) to no source removed]")
+    return out
+
+
+def tail(result: dict[str, Any], *, width: int | None = None) -> str:
+    """Everything after the answer text: notes, then the references (wrapped to width)."""
+    parts = ["\n".join(notes(result))] if notes(result) else []
+    if result["citations"]:
+        refs = reference_lines(result["citations"])
+        if width:
+            refs = [textwrap.fill(r, width, subsequent_indent="    ") for r in refs]
+        parts.append("References\n" + "\n".join(refs))
+    return "\n\n".join(parts)
+
+
+def full_text(result: dict[str, Any], *, width: int | None = None) -> str:
+    """The answer as a person reads it: text, notes, references."""
+    rest = tail(result, width=width)
+    return result["answer"] + ("\n\n" + rest if rest else "")

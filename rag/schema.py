@@ -1,0 +1,221 @@
+"""The values that travel between the answering stages and out to the faces.
+
+`AskOptions` is what a caller asks for (the CLI builds it, the API request models extend it,
+the thin client sends it); `Answer` is the one finished answer, whose `to_public()` is the
+documented JSON object of `rag ask --json`, `POST /ask` and the evals; the `*Event` classes
+are what `Pipeline.stream()` yields while it works.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from typing import TYPE_CHECKING, Annotated, Any, Literal
+
+from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+
+from rag.corpus.paper import Paper
+from rag.corpus.text import short_label
+
+if TYPE_CHECKING:
+    from rag.retrieve import Filters, PaperHit
+
+MAX_QUESTION = 2000
+MAX_K = 50
+
+
+def _short_year(v: str | int | None) -> str | int | None:
+    if isinstance(v, str) and len(v) > 20:
+        raise ValueError("a year or range is at most 20 characters")
+    return v
+
+
+YearFilter = Annotated[str | int | None, AfterValidator(_short_year), Field(
+    description="A year or range: 2023, 2022-2023, 2022-, -2023.")]
+
+
+class AskOptions(BaseModel):
+    """How to answer: the same fields on the command line, in API requests and in the client."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    k: int | None = Field(None, ge=1, le=MAX_K, description="Papers to answer from (default 8).")
+    llm: Literal["auto", "ollama", "none"] | None = Field(
+        None, description="auto: Ollama if running, else offline; none: offline; ollama: only Ollama."
+    )
+    model: str | None = Field(None, min_length=1, max_length=200, description="Ollama model.")
+    strict: bool = Field(False, description="Drop sentences their citations do not support.")
+    judge: Literal["default", "ollama"] = Field(
+        "default", description="Support judge: the embedding judge, or the Ollama model.")
+    venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
+    year: YearFilter = None
+    source: str | None = Field(None, max_length=500, description="Source file path contains this.")
+    category: str | None = Field(None, max_length=100,
+                                 description="arXiv category, e.g. cs.DC (papers that carry it).")
+
+    def to_filters(self) -> Filters:
+        from rag.retrieve import Filters
+
+        extra = {"category": self.category} if self.category else {}
+        return Filters.parse(self.venue, self.year, self.source, **extra)
+
+    def for_request(self) -> dict[str, Any]:
+        """The fields a caller set, as a JSON request body carries them."""
+        return self.model_dump(exclude_defaults=True)
+
+
+@dataclass(frozen=True)
+class Source:
+    """A paper the answer may cite, under the number its [n] markers use."""
+
+    n: int
+    paper: Paper
+    relevance: float
+
+    @property
+    def name(self) -> str:
+        return short_label(self.paper.title, self.paper.label)
+
+    def header(self) -> str:
+        """The record's fields besides the abstract: a sentence may cite those too."""
+        p = self.paper
+        bits = [self.name, p.title or "", ", ".join(p.authors), p.venue or "", str(p.year or ""),
+                f"arXiv:{p.arxiv_id}" if p.arxiv_id else "", p.doi or "", p.journal_ref or "",
+                p.date or ""]
+        return " ".join(b for b in bits if b)
+
+
+@dataclass
+class SentenceCheck:
+    """One unit of the final answer (a sentence or list item) and what the judge found."""
+
+    text: str
+    citations: list[int]
+    supported: bool
+    support: float
+    quote: str = ""
+    reasons: list[str] = field(default_factory=list)
+    meta: bool = False  # a header such as "3 of the 60 abstracts match:", not a claim
+
+    def to_public(self) -> dict[str, Any]:
+        return {"text": self.text, "citations": self.citations, "supported": self.supported,
+                "support": self.support, "quote": self.quote}
+
+
+@dataclass
+class Answer:
+    question: str
+    standalone_question: str
+    answer: str
+    abstained: bool
+    answerer: str
+    sources: list[Source]  # cited sources, numbered 1..m in order of first use
+    sentences: list[SentenceCheck]  # the checked claims (headers are not among them)
+    dropped_citations: int = 0
+    incomplete: bool = False
+    error: dict[str, str] | None = None  # why the answer is incomplete: {"message", "hint"}
+    notices: list[str] = field(default_factory=list)
+    list_question: bool = False
+    matched: int = 0  # papers judged relevant
+    corpus_size: int = 0
+    timings_ms: dict[str, float] = field(default_factory=dict)
+    finish_reason: str = "stop"  # "length" when the model hit its token limit
+    usage: dict[str, int] | None = None  # the model's prompt/completion token counts
+    rewritten_citations: list[dict[str, str]] = field(default_factory=list)
+
+    def to_public(self) -> dict[str, Any]:
+        """The documented JSON object (README "JSON output")."""
+        quotes: dict[int, tuple[float, str]] = {}
+        for s in self.sentences:
+            for n in s.citations:
+                if s.quote and s.support > quotes.get(n, (-1.0, ""))[0]:
+                    quotes[n] = (s.support, s.quote)
+        return {
+            "question": self.question,
+            "standalone_question": self.standalone_question,
+            "answer": self.answer,
+            "abstained": self.abstained,
+            "answerer": self.answerer,
+            "citations": [
+                {"n": s.n, "name": s.name, **{k: v for k, v in s.paper.to_dict().items() if k in _CITED},
+                 "quote": quotes.get(s.n, (0.0, ""))[1]}
+                for s in self.sources
+            ],
+            "sentences": [s.to_public() for s in self.sentences],
+            "dropped_citations": self.dropped_citations,
+            "rewritten_citations": self.rewritten_citations,
+            "incomplete": self.incomplete,
+            "finish_reason": self.finish_reason,
+            "error": self.error,
+            "list_question": self.list_question,
+            "matched": self.matched,
+            "corpus_size": self.corpus_size,
+            "notices": self.notices,
+            "usage": self.usage,
+            "timings_ms": {k: round(v, 1) for k, v in self.timings_ms.items()},
+        }
+
+
+# The paper fields a citation carries (the rest are in GET /papers/{id}).
+_CITED = ("paper_id", "title", "label", "authors", "venue", "year", "source", "arxiv_id", "doi",
+          "abstract")
+
+
+def search_public(query: str, index: str, hits: list[PaperHit]) -> dict[str, Any]:
+    """The object `rag search --json` prints and GET /search returns."""
+    return {"query": query, "index": index, "results": [
+        {"rank": h.rank, "paper_id": h.paper.paper_id, "title": h.paper.title,
+         "label": h.paper.label, "authors": h.paper.authors, "venue": h.paper.venue,
+         "year": h.paper.year, "arxiv_id": h.paper.arxiv_id, "source": h.paper.source,
+         "score": round(h.score, 6), "relevance": round(h.relevance, 4),
+         "abstract": h.paper.abstract, "matched": h.matched}
+        for h in hits]}
+
+
+# -- what Pipeline.stream() yields --------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class NoticeEvent:
+    """Something the user should know (answering offline, the stream broke off)."""
+
+    message: str
+    kind: Literal["notice"] = "notice"
+
+
+@dataclass(frozen=True)
+class ProgressEvent:
+    """Work under way with nothing to show yet ("thinking"): a face may show a spinner."""
+
+    stage: str
+    kind: Literal["progress"] = "progress"
+
+
+@dataclass(frozen=True)
+class TokenEvent:
+    """Raw text from the writer, before its citations are checked: for progress only.
+    Faces show SentenceEvent.delta, which is what the final answer says."""
+
+    text: str
+    kind: Literal["token"] = "token"
+
+
+@dataclass(frozen=True)
+class SentenceEvent:
+    """One unit of the final answer, cleaned, renumbered and checked. The answer text is the
+    concatenation of every `delta` (the unit with the separator that precedes it)."""
+
+    delta: str
+    check: SentenceCheck
+    kind: Literal["sentence"] = "sentence"
+
+    def to_public(self) -> dict[str, Any]:
+        return {**self.check.to_public(), "delta": self.delta, "meta": self.check.meta}
+
+
+@dataclass(frozen=True)
+class DoneEvent:
+    answer: Answer
+    kind: Literal["done"] = "done"
+
+
+Event = NoticeEvent | ProgressEvent | TokenEvent | SentenceEvent | DoneEvent
