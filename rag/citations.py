@@ -1,28 +1,13 @@
-"""Citation markers in answer text: parse, drop invalid ones, renumber, split into claims."""
+"""Citation markers in answer text: parse, normalise other styles, drop invalid ones, renumber."""
 
 from __future__ import annotations
 
 import re
-from dataclasses import dataclass, field
-
-from rag.corpus.text import split_sentences
 
 _GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
 _TRAILING = re.compile(r"([.!?])\s*((?:\[\s*\d+(?:\s*,\s*\d+)*\s*\]\s*)+)(?=\s|$)")
-# "claim. [1]": markers after the full stop, moved before it by split_units and the checker.
+# "claim. [1]": markers after the full stop, which the checker moves before it.
 TRAILING_MARKERS = _TRAILING
-_BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
-
-
-@dataclass
-class Unit:
-    """One checkable piece of an answer: a sentence, or a list item."""
-
-    text: str
-    citations: list[int] = field(default_factory=list)
-    bullet: str = ""  # the list marker it had, if any
-    newline: bool = False  # starts a new line in the answer
-    meta: bool = False  # a header such as "3 of the 60 abstracts match:", not a claim
 
 
 def numbers_in(text: str) -> list[int]:
@@ -60,42 +45,3 @@ def renumber(text: str, order: dict[int, int]) -> str:
         return "[" + ", ".join(str(n) for n in nums) + "]"
 
     return _GROUP.sub(fix, text)
-
-
-def first_use_order(text: str) -> dict[int, int]:
-    order: dict[int, int] = {}
-    for n in numbers_in(text):
-        order.setdefault(n, len(order) + 1)
-    return order
-
-
-def split_units(text: str) -> list[Unit]:
-    # "claim. [1]" -> "claim [1]." so the marker stays with its sentence
-    text = _TRAILING.sub(lambda m: " " + m.group(2).strip() + m.group(1), text)
-    units: list[Unit] = []
-    for line in text.splitlines():
-        if not line.strip():
-            continue
-        bullet = _BULLET.match(line)
-        body = line[bullet.end():] if bullet else line
-        pieces = [body.strip()] if bullet else split_sentences(body)
-        for i, piece in enumerate(pieces):
-            units.append(Unit(
-                text=piece, citations=numbers_in(piece),
-                bullet=bullet.group(0).strip() if bullet and i == 0 else "",
-                newline=i == 0, meta=piece.rstrip().endswith(":") and not numbers_in(piece),
-            ))
-    return units
-
-
-def join_units(units: list[Unit]) -> str:
-    out = ""
-    for u in units:
-        piece = f"{u.bullet} {u.text}" if u.bullet else u.text
-        if not out:
-            out = piece
-        elif u.newline:
-            out += "\n" + piece
-        else:
-            out += " " + piece
-    return out

@@ -66,10 +66,6 @@ class Settings(BaseSettings):
     def index_dir(self) -> Path:
         return self.home / "chroma"
 
-    @property
-    def model_dir(self) -> Path:
-        return self.home / "models"
-
 
 def env_name(field: str) -> str:
     """The environment variable that sets a Settings field."""

@@ -253,10 +253,8 @@ class Retriever:
     def embed_query(self, text: str) -> np.ndarray:
         return self.embedder.embed([text])[0]
 
-    def search(self, query: str, k: int = 10, filters: Filters | None = None,
-               min_relevance: float | None = None) -> list[PaperHit]:
-        """Papers ranked for the query; with min_relevance, every paper at or above it
-        (however many), else the top k."""
+    def search(self, query: str, k: int = 10, filters: Filters | None = None) -> list[PaperHit]:
+        """The top k papers for the query."""
         if not query.strip():
             raise InputError("the question is empty", "type a question or search terms")
         snap = self.snapshot()
@@ -303,11 +301,7 @@ class Retriever:
             else:
                 hit.relevance = max(hit.relevance, similarity.get(cid, 0.0))
             hit.matched.append(snap.chunk_text.get(cid, ""))
-        ranked = sorted(hits.values(), key=lambda h: -h.score)
-        if min_relevance is not None:
-            ranked = [h for h in ranked if h.relevance >= min_relevance]
-        else:
-            ranked = ranked[:k]
+        ranked = sorted(hits.values(), key=lambda h: -h.score)[:k]
         for i, h in enumerate(ranked, 1):
             h.rank = i
         return ranked

@@ -174,10 +174,6 @@ def _chunk_metadata(base: dict[str, Any], chunk: Chunk, n_chunks: int) -> dict[s
     return {"paper_id": chunk.paper_id, "chunk": chunk.index, "n_chunks": n_chunks, **base}
 
 
-def _metadata(paper: Paper, chunk: Chunk, n_chunks: int) -> dict[str, Any]:
-    return _chunk_metadata(_paper_metadata(paper), chunk, n_chunks)
-
-
 def _groups(items: list[str], size: int = _WHERE_BATCH) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]

@@ -89,13 +89,14 @@ class Checker:
             if complete:
                 self._line_open = False
             return []
+        line = TRAILING_MARKERS.sub(lambda m: " " + m.group(2).strip() + m.group(1), line)
         bullet = None if self._line_open else _BULLET.match(line)
         if bullet:  # a list item is one unit, final when its line ends
             if not complete:
                 self._pending = line
                 return []
             return self._unit(_Piece(line[bullet.end():].strip(), bullet.group(0).strip(), True))
-        pieces = sentence_pieces(TRAILING_MARKERS.sub(lambda m: " " + m.group(2).strip() + m.group(1), line))
+        pieces = sentence_pieces(line)
         if complete:
             final = pieces
         else:

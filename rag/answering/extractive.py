@@ -7,7 +7,14 @@ import re
 import numpy as np
 
 from rag.answering.metadata import metadata_answer
-from rag.answering.questions import CONTRIBUTION, GENERIC, QUANTITY, QUESTION_STOP, has_number, topic_of
+from rag.answering.questions import (
+    CONTRIBUTION,
+    GENERIC,
+    QUANTITY,
+    QUESTION_STOP,
+    has_number,
+    topic_of,
+)
 from rag.corpus.paper import Paper
 from rag.corpus.text import split_sentences
 from rag.judge import Judge, content_words, strip_markers

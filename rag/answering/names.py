@@ -27,7 +27,7 @@ class CorpusNames:
         with self._lock:
             if self._version == snap.version:
                 return
-            display = {}
+            display: dict[str, str] = {}
             for p in snap.papers.values():
                 name = short_label(p.title, p.label)
                 if len(name) <= MAX_NAME:

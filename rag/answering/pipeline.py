@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Iterator
+from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
 
 from rag.answering.check import Checker
@@ -106,7 +106,7 @@ class Pipeline:
 
     def stream(self, question: str, options: AskOptions | None = None, *,
                history: list[dict[str, str]] | None = None,
-               instructions: str | None = None) -> Iterator[Event]:
+               instructions: str | None = None) -> Generator[Event, None, None]:
         """Answer a question, yielding events as the answer is written and checked; the last
         event is DoneEvent(answer). Closing the iterator stops the work (and the model)."""
         started = time.perf_counter()

@@ -113,7 +113,7 @@ def field_error(loc: tuple[str | int, ...], msg: str, type_: str = "value_error"
     return RequestValidationError([{"loc": loc, "msg": msg, "type": type_}])
 
 
-def split_conversation(messages: list[tuple[str, str]]) -> tuple[str, list[dict[str, str]]]:
+def split_conversation(messages: Sequence[tuple[str, str]]) -> tuple[str, list[dict[str, str]]]:
     """(role, text) pairs of /chat or /v1/chat/completions: the last message is the question,
     earlier user/assistant turns are the history; errors name the offending message."""
     last = len(messages) - 1

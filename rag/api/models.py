@@ -12,8 +12,8 @@ from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 
-from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
 from rag.corpus.paper import Paper
+from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
 
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last

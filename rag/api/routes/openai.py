@@ -22,7 +22,12 @@ from fastapi.responses import StreamingResponse
 from rag.api import relay
 from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
 from rag.api.errors import UnknownModel, describe, openai_error, split_conversation, status_of
-from rag.api.models import OPENAI_HISTORY, ChatCompletionPublic, ChatCompletionRequest, ModelListPublic
+from rag.api.models import (
+    OPENAI_HISTORY,
+    ChatCompletionPublic,
+    ChatCompletionRequest,
+    ModelListPublic,
+)
 from rag.errors import InputError
 from rag.render import tail
 from rag.schema import Answer, AskOptions, DoneEvent, Event, SentenceEvent
