@@ -13,7 +13,7 @@ from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
-from fastapi.responses import JSONResponse
+from fastapi.responses import JSONResponse, Response
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
 from rag.api.models import MAX_MESSAGES, ErrorPublic, ValidationErrorPublic
@@ -37,6 +37,10 @@ class Unauthorized(RagError):
 
 class UnknownModel(NotFound):
     pass
+
+
+class ClientGone(Exception):
+    """The client closed the connection before its answer was ready: nobody reads a reply."""
 
 
 def status_of(exc: BaseException) -> int:
@@ -155,6 +159,10 @@ def install(app: FastAPI) -> None:
             body = ErrorPublic(error=message, hint=hint, type="HTTPError").model_dump()
         return JSONResponse(body, status_code=exc.status_code, headers=exc.headers)
 
+    async def on_client_gone(request: Request, exc: Exception) -> Response:
+        return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
+
+    app.add_exception_handler(ClientGone, on_client_gone)
     app.add_exception_handler(RagError, on_rag_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)

@@ -16,10 +16,12 @@ from collections.abc import AsyncIterator, Callable
 from concurrent.futures import Executor
 from typing import Any, TypeVar
 
+from starlette.requests import Request
+
 from rag.answering import Pipeline
-from rag.api.errors import describe, status_of
+from rag.api.errors import ClientGone, describe, status_of
 from rag.errors import RagError
-from rag.schema import Answer, AskOptions, Event
+from rag.schema import Answer, AskOptions, DoneEvent, Event
 
 log = logging.getLogger("rag.api")
 
@@ -32,8 +34,15 @@ async def run_blocking(executor: Executor, fn: Callable[[], T]) -> T:
 
 
 async def answer(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
-                 **kwargs: Any) -> Answer:
-    return await run_blocking(executor, lambda: pipeline.answer(question, options, **kwargs))
+                 request: Request, **kwargs: Any) -> Answer:
+    """The finished answer; the work stops (and the model with it) if the client goes away
+    before it is ready, instead of holding a worker for an answer nobody reads."""
+    async for ev in events(executor, pipeline, question, options, **kwargs):
+        if isinstance(ev, DoneEvent):
+            return ev.answer
+        if await request.is_disconnected():
+            raise ClientGone
+    raise AssertionError("the answer stream ended without its answer")  # pragma: no cover
 
 
 async def events(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,

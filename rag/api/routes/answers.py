@@ -5,7 +5,7 @@ from __future__ import annotations
 from collections.abc import AsyncIterator
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from rag.api import relay
@@ -33,8 +33,9 @@ CHAT_DESCRIPTION = (
 
 @router.post("/ask", response_model=AnswerPublic,
              summary="Answer a question (the object `rag ask --json` prints)")
-async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep) -> Any:
-    ans = await relay.answer(executor, pipeline, body.question, body.options())
+async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep,
+              request: Request) -> Any:
+    ans = await relay.answer(executor, pipeline, body.question, body.options(), request)
     return ans.to_public()
 
 
@@ -43,10 +44,12 @@ async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep) ->
              description=CHAT_DESCRIPTION,
              responses={200: {"content": {"text/event-stream": {}},
                               "description": "The answer object, or its event stream."}})
-async def chat(body: ChatRequest, pipeline: PipelineDep, executor: ExecutorDep) -> Any:
+async def chat(body: ChatRequest, pipeline: PipelineDep, executor: ExecutorDep,
+               request: Request) -> Any:
     question, history = split_conversation([(m.role, m.content) for m in body.messages])
     if not body.stream:
-        ans = await relay.answer(executor, pipeline, question, body.options(), history=history)
+        ans = await relay.answer(executor, pipeline, question, body.options(), request,
+                                 history=history)
         return ans.to_public()
     events = relay.events(executor, pipeline, question, body.options(), history=history)
     first = await anext(events)  # an error before the first event is a plain JSON error

@@ -16,7 +16,7 @@ from collections.abc import AsyncIterator
 from functools import lru_cache
 from typing import Any
 
-from fastapi import APIRouter
+from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from rag.api import relay
@@ -143,7 +143,7 @@ async def list_models(settings: SettingsDep, light: LightExecutorDep) -> Any:
     ),
 )
 async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
-                           executor: ExecutorDep) -> Any:
+                           executor: ExecutorDep, request: Request) -> Any:
     _refuse_unsupported(body)
     llm, model = parse_model(body.model)
     texts = [(m.role, m.text()) for m in body.messages]
@@ -156,7 +156,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     if not body.stream:
-        ans = await relay.answer(executor, pipeline, question, options, **kwargs)
+        ans = await relay.answer(executor, pipeline, question, options, request, **kwargs)
         result = ans.to_public()
         content = result["answer"] + after_answer(result)
         return {
