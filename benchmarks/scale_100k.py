@@ -182,7 +182,8 @@ def worker_proxy(n: int, seed: int) -> dict[str, object]:
     settings = get_settings()
     src = Store(settings)
     _, chunks = _all_vectors(src.collection, src.count())
-    _, sents = _all_vectors(src.sentences_collection, src.sentences_collection.count())
+    papers = src.sentences_collection.get(include=[])["ids"]  # one record per paper
+    sents = np.concatenate([v for _, v in src.sentences(papers).values()])
     src.close()
     real = np.concatenate([chunks, sents])[:n]
     rng = np.random.default_rng(seed)

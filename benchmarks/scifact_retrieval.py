@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
         vec = retriever.embed_query(text)
         rankings = {
             "bm25": by_max(snap.bm25_ranking(text, pool), paper_of),
-            "dense": by_max([(h.chunk_id, h.similarity) for h in retriever.store.query(vec, pool)],
+            "dense": by_max(retriever.store.query_ids(vec, pool),
                             paper_of),
             "hybrid": [h.paper.paper_id for h in retriever.search(text, 100)],
         }

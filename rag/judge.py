@@ -208,8 +208,31 @@ class Judge:
         return max(results, key=lambda s: (s.supported, s.score))
 
 
+# What the model judge must answer: Ollama constrains the reply to this JSON schema
+# (structured output), so nothing is parsed out of free text.
+VERDICT_SCHEMA = {
+    "type": "object",
+    "properties": {"supported": {"type": "boolean"}, "quote": {"type": "string"}},
+    "required": ["supported", "quote"],
+}
+
+
+def parse_verdict(reply: str) -> tuple[bool, str] | None:
+    """(supported, quote) from the model's JSON reply; None when it is not that JSON."""
+    import json
+
+    try:
+        data = json.loads(reply)
+    except ValueError:
+        return None
+    if not isinstance(data, dict) or not isinstance(data.get("supported"), bool):
+        return None
+    return data["supported"], str(data.get("quote") or "")
+
+
 class OllamaJudge(Judge):
-    """Claim-by-claim verdicts from a language model through Ollama (`--judge ollama`)."""
+    """Claim-by-claim verdicts from a language model through Ollama (`--judge ollama`), as
+    structured output: {"supported": bool, "quote": str}."""
 
     name = "ollama"
 
@@ -221,11 +244,25 @@ class OllamaJudge(Judge):
         self.template = templates()["judge"]
 
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
+        from rag.prompts import fence
+
         base = super().check(sentence, abstracts)  # for the quote and a score
         claim = strip_markers(sentence)
+        unreadable = False
         for i, (title, abstract) in enumerate(abstracts):
-            prompt = self.template.render(abstract=f"{title}\n{abstract}".strip(), claim=claim)
-            verdict = self.llm.complete([{"role": "user", "content": prompt}])  # type: ignore[attr-defined]
-            if verdict.strip().upper().startswith("SUPPORTED"):
-                return Support(True, base.score, base.quote, i, [])
-        return Support(False, base.score, base.quote, base.source, ["the model judged it unsupported"])
+            # Fenced as in the answer prompt: an abstract cannot close its <source> block.
+            prompt = self.template.render(abstract=fence(f"{title}\n{abstract}".strip()),
+                                          claim=fence(claim))
+            reply = self.llm.complete([{"role": "user", "content": prompt}],  # type: ignore[attr-defined]
+                                      format=VERDICT_SCHEMA)
+            verdict = parse_verdict(reply)
+            if verdict is None:
+                unreadable = True
+                continue
+            if verdict[0]:
+                # The model's quote, when it is really in the abstract; else the closest sentence.
+                quote = verdict[1].strip()
+                return Support(True, base.score, quote if quote and quote in abstract else base.quote, i, [])
+        reason = "the model's verdict was not the JSON asked for" if unreadable else \
+            "the model judged it unsupported"
+        return Support(False, base.score, base.quote, base.source, [reason])

@@ -1,25 +1,21 @@
-"""Prompt templates: files in prompts/, placeholders checked when loaded."""
+"""Prompt templates: files in prompts/, placeholders checked when loaded.
+
+The templates live in the top-level prompts/ directory; rag/templates links to it, so they
+are package data: importlib.resources finds them in a checkout, an editable install and a
+wheel (`pip install .`, `pip install --user`) alike.
+"""
 
 from __future__ import annotations
 
 import string
-import sys
 from dataclasses import dataclass
 from functools import lru_cache
-from pathlib import Path
+from importlib.resources import files
+from importlib.resources.abc import Traversable
 
 from rag.errors import RagError
 
-
-def _prompts_dir() -> Path:
-    """prompts/ of the checkout (editable installs), else the copy `pip install .` puts in
-    <prefix>/share/rag/prompts (pyproject's data-files)."""
-    checkout = Path(__file__).resolve().parent.parent / "prompts"
-    installed = Path(sys.prefix) / "share" / "rag" / "prompts"
-    return checkout if checkout.is_dir() or not installed.is_dir() else installed
-
-
-PROMPTS_DIR = _prompts_dir()
+PROMPTS_DIR: Traversable = files("rag") / "templates"
 NO_ANSWER = "The provided abstracts do not answer this question."
 
 # Each template and exactly the placeholders it must use.
@@ -28,13 +24,14 @@ EXPECTED: dict[str, set[str]] = {
     "answer": {"sources", "question", "no_answer", "n_sources"},
     "condense": {"history", "question"},
     "judge": {"abstract", "claim"},
+    "compare": {"sources", "question", "n_sources", "rows", "aspect"},
 }
 
 
 @dataclass(frozen=True)
 class Template:
     name: str
-    path: Path
+    path: Traversable
     text: str
 
     def render(self, **values: object) -> str:
@@ -45,7 +42,7 @@ def placeholders(text: str) -> set[str]:
     return {field for _, field, _, _ in string.Formatter().parse(text) if field is not None}
 
 
-def load_template(name: str, directory: Path = PROMPTS_DIR) -> Template:
+def load_template(name: str, directory: Traversable = PROMPTS_DIR) -> Template:
     path = directory / f"{name}.txt"
     try:
         text = path.read_text(encoding="utf-8")
@@ -70,7 +67,7 @@ def load_template(name: str, directory: Path = PROMPTS_DIR) -> Template:
 
 
 @lru_cache
-def templates(directory: Path = PROMPTS_DIR) -> dict[str, Template]:
+def templates(directory: Traversable = PROMPTS_DIR) -> dict[str, Template]:
     """All templates, validated together (called once at start-up)."""
     return {name: load_template(name, directory) for name in EXPECTED}
 

@@ -51,9 +51,23 @@ def notes(result: dict[str, Any]) -> list[str]:
     return out
 
 
+NEAREST_HEADER = "Closest passages, which do not answer the question:"
+
+
+def nearest_lines(result: dict[str, Any]) -> list[str]:
+    """An abstention's closest passages, so the reader can judge the refusal."""
+    return [f"- {d.get('label') or d['paper_id']} ({d['paper_id']}): \"{d['quote']}\""
+            for d in result.get("nearest") or []]
+
+
 def tail(result: dict[str, Any], *, width: int | None = None) -> str:
-    """Everything after the answer text: notes, then the references (wrapped to width)."""
+    """Everything after the answer text: notes, closest passages of an abstention, then the
+    references (wrapped to width)."""
     parts = ["\n".join(notes(result))] if notes(result) else []
+    if near := nearest_lines(result):
+        if width:
+            near = [textwrap.fill(n, width, subsequent_indent="  ") for n in near]
+        parts.append(NEAREST_HEADER + "\n" + "\n".join(near))
     if result["citations"]:
         refs = reference_lines(result["citations"])
         if width:

@@ -17,8 +17,10 @@ import unicodedata
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Any
 
+from rag import metadata_match
 from rag.corpus.paper import Paper
 from rag.errors import InputError
+from rag.filters import Conditions, Filters  # Filters: imported from here by the faces
 
 if TYPE_CHECKING:  # imported where used: `Filters` alone (the thin client) needs none of them
     import numpy as np
@@ -32,50 +34,6 @@ log = logging.getLogger(__name__)
 RRF_K = 60  # the constant of Cormack et al. (2009), also llama-index's default
 DENSE_POOL = 200  # chunks taken from each retriever before fusion
 SNAPSHOT_FORMAT = 2  # bump when Snapshot changes shape: old disk caches are then ignored
-
-
-@dataclass
-class Filters:
-    venue: str | None = None
-    year_from: int | None = None
-    year_to: int | None = None
-    source: str | None = None
-
-    @classmethod
-    def parse(cls, venue: str | None = None, year: str | int | None = None,
-              source: str | None = None) -> Filters:
-        f = cls(venue=venue or None, source=source or None)
-        if year is not None and str(year).strip():
-            text = str(year).strip()
-            m = re.fullmatch(r"(\d{4})?\s*(?:-|\.\.|–)\s*(\d{4})?|(\d{4})", text)
-            if not m or text in ("-", ".."):
-                raise InputError(
-                    f"year filter {text!r} is not a year or range",
-                    "use 2023, 2022-2023, 2022- or -2023",
-                )
-            if m.group(3):
-                f.year_from = f.year_to = int(m.group(3))
-            else:
-                f.year_from = int(m.group(1)) if m.group(1) else None
-                f.year_to = int(m.group(2)) if m.group(2) else None
-                if f.year_from and f.year_to and f.year_from > f.year_to:
-                    raise InputError(f"year range {text!r} ends before it starts",
-                                     f"did you mean {f.year_to}-{f.year_from}?")
-        return f
-
-    def active(self) -> bool:
-        return any(v is not None for v in (self.venue, self.year_from, self.year_to, self.source))
-
-    def accepts(self, p: Paper) -> bool:
-        if self.venue:
-            hay = " ".join(filter(None, [p.venue, p.journal_ref, *p.comments])).lower()
-            if self.venue.lower() not in hay:
-                return False
-        if self.year_from is not None and (p.year is None or p.year < self.year_from):
-            return False
-        if self.year_to is not None and (p.year is None or p.year > self.year_to):
-            return False
-        return not (self.source and self.source not in p.source)
 
 
 @dataclass
@@ -115,8 +73,8 @@ class Snapshot:
         self.chunk_text: dict[str, str] = dict(zip(ids, docs, strict=True))
         self.chunk_paper: dict[str, str] = {i: m["paper_id"] for i, m in zip(ids, metas, strict=True)}
         self.papers: dict[str, Paper] = {}
-        for meta in metas:
-            if meta["paper_id"] not in self.papers:
+        for meta in metas:  # the paper record is on its first chunk (rag.store_format)
+            if "paper" in meta and meta["paper_id"] not in self.papers:
                 self.papers[meta["paper_id"]] = Paper.from_dict(json.loads(meta["paper"]))
         texts = []
         for doc, meta in zip(docs, metas, strict=True):
@@ -126,7 +84,9 @@ class Snapshot:
         if texts:
             self.bm25.index(_tokenize(texts), show_progress=False)
 
-    def bm25_ranking(self, query: str, pool: int) -> list[tuple[str, float]]:
+    def bm25_ranking(self, query: str, pool: int, keep: np.ndarray | None = None
+                     ) -> list[tuple[str, float]]:
+        """The best `pool` chunks, among those `keep` marks when given (filters)."""
         if not self.chunk_ids:
             return []
         vocab = self.bm25.vocab_dict
@@ -136,6 +96,8 @@ class Snapshot:
         scores = self.bm25.get_scores(tokens)
         import numpy as np
 
+        if keep is not None:
+            scores = np.where(keep, scores, 0.0)
         top = np.argsort(-scores)[:pool]
         top = top[scores[top] > 0]
         ids = self.chunk_ids
@@ -226,6 +188,9 @@ class _Names:
         return out
 
 
+Filtered = tuple[set[str], "dict[str, Any] | None", "np.ndarray"]
+
+
 class Retriever:
     def __init__(self, settings: Settings, store: Store | None = None,
                  embedder: Embedder | None = None) -> None:
@@ -237,6 +202,8 @@ class Retriever:
         self.store = store
         self._embedder = embedder
         self._names: _Names | None = None
+        self._filtered: tuple[Snapshot | None, Conditions | None, dict[tuple[Any, ...], Filtered]] = (
+            None, None, {})
 
     @property
     def embedder(self) -> Embedder:
@@ -260,18 +227,18 @@ class Retriever:
         snap = self.snapshot()
         allowed: set[str] | None = None
         where: dict[str, Any] | None = None
+        keep: np.ndarray | None = None
         if filters and filters.active():
-            allowed = {pid for pid, p in snap.papers.items() if filters.accepts(p)}
+            allowed, where, keep = self.filtered(snap, filters)
             if not allowed:
                 return []
-            where = {"paper_id": {"$in": sorted(allowed)}} if len(allowed) > 1 else {
-                "paper_id": next(iter(allowed))}
         vector = self.embed_query(query)
-        dense = self.store.query_ids(vector, DENSE_POOL, where, total=len(snap.chunk_ids))
-        bm25 = [
-            (cid, s) for cid, s in snap.bm25_ranking(query, DENSE_POOL * 4)
-            if allowed is None or snap.chunk_paper[cid] in allowed
-        ][:DENSE_POOL]
+        dense = [  # the store's conditions may let a few more through (see rag.filters)
+            (cid, s) for cid, s in self.store.query_ids(vector, DENSE_POOL, where,
+                                                         total=len(snap.chunk_ids))
+            if allowed is None or snap.chunk_paper.get(cid) in allowed
+        ]
+        bm25 = snap.bm25_ranking(query, DENSE_POOL, keep)
         dense_ids = [cid for cid, _ in dense]
         fused = _fuse([dense_ids, [cid for cid, _ in bm25]])
         # A third ranking: papers the query names ("How does PASCL work?"). The dense model
@@ -286,6 +253,9 @@ class Retriever:
         ]
         if named:
             fused = _fuse([dense_ids, [cid for cid, _ in bm25], named])
+        # And papers the query names by their record's fields (arXiv id, DOI, authors, venue,
+        # year), which neither ranking sees: rag.metadata_match weighs them.
+        fused = metadata_match.fuse(fused, query, snap, self._names.chunks, allowed, RRF_K)
 
         similarity = dict(dense)
         paper_of = snap.chunk_paper
@@ -305,6 +275,25 @@ class Retriever:
         for i, h in enumerate(ranked, 1):
             h.rank = i
         return ranked
+
+    def filtered(self, snap: Snapshot, filters: Filters) -> Filtered:
+        """The papers the filters accept, the store's conditions for them and the chunks they
+        keep, per snapshot and filter (a filter set in the chat page repeats every query)."""
+        if self._filtered[0] is not snap:
+            self._filtered = (snap, Conditions(snap.papers.values()), {})
+        _, conditions, cache = self._filtered
+        key = filters.key()
+        if key not in cache:
+            import numpy as np
+
+            assert conditions is not None
+            allowed = {pid for pid, p in snap.papers.items() if filters.accepts(p)}
+            keep = np.fromiter((snap.chunk_paper[c] in allowed for c in snap.chunk_ids), dtype=bool,
+                               count=len(snap.chunk_ids))
+            if len(cache) >= 32:
+                cache.pop(next(iter(cache)))
+            cache[key] = (allowed, conditions.where(filters), keep)
+        return cache[key]
 
     def paper(self, paper_id: str) -> Paper | None:
         return self.snapshot().papers.get(paper_id)

@@ -121,6 +121,9 @@ class Answer:
     finish_reason: str = "stop"  # "length" when the model hit its token limit
     usage: dict[str, int] | None = None  # the model's prompt/completion token counts
     rewritten_citations: list[dict[str, str]] = field(default_factory=list)
+    table: dict[str, Any] | None = None  # a comparison's table (rag.tables.Table.to_public())
+    # An abstention's closest passages {paper_id, label, title, quote, score, relevance}.
+    nearest: list[dict[str, Any]] = field(default_factory=list)
 
     def to_public(self) -> dict[str, Any]:
         """The documented JSON object (README "JSON output")."""
@@ -152,6 +155,8 @@ class Answer:
             "notices": self.notices,
             "usage": self.usage,
             "timings_ms": {k: round(v, 1) for k, v in self.timings_ms.items()},
+            "table": self.table,
+            "nearest": self.nearest,
         }
 
 

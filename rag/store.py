@@ -16,12 +16,12 @@ import shlex
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
-from pathlib import Path
 from typing import Any
 from urllib.parse import urlparse
 
 import numpy as np
 
+from rag import store_format
 from rag.config import Settings
 from rag.corpus.paper import Paper, sha
 from rag.embed import MODEL_NAME
@@ -42,14 +42,6 @@ class Chunk:
     paper_id: str
     text: str
     index: int
-
-
-@dataclass
-class Hit:
-    chunk_id: str
-    paper_id: str
-    text: str
-    similarity: float  # cosine similarity in [-1, 1]
 
 
 def fingerprint(settings: Settings) -> str:
@@ -155,25 +147,6 @@ def _client(settings: Settings) -> Any:
         raise index_error(settings, exc) from exc
 
 
-def _paper_metadata(paper: Paper) -> dict[str, Any]:
-    """The metadata every chunk of a paper carries (computed once per paper)."""
-    return {
-        "content_hash": paper.content_hash(),
-        "source": paper.source,
-        # where the file was when ingested: --prune checks this, whatever the working directory
-        "source_path": str(Path(paper.source).resolve()),
-        "label": paper.label,
-        "title": paper.title or "",
-        "venue": (paper.venue or "").lower(),
-        "year": paper.year or 0,
-        "paper": json.dumps(paper.to_dict(), ensure_ascii=False),
-    }
-
-
-def _chunk_metadata(base: dict[str, Any], chunk: Chunk, n_chunks: int) -> dict[str, Any]:
-    return {"paper_id": chunk.paper_id, "chunk": chunk.index, "n_chunks": n_chunks, **base}
-
-
 def _groups(items: list[str], size: int = _WHERE_BATCH) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
@@ -186,7 +159,9 @@ def _where_in(key: str, values: list[str]) -> dict[str, Any]:
 class Store:
     """One index: a Chroma collection of chunks."""
 
-    def __init__(self, settings: Settings) -> None:
+    def __init__(self, settings: Settings, upgrade: bool = False) -> None:
+        """`upgrade`: bring an index of an earlier format up to date (the caller holds the
+        ingest lock); without it such an index is an error that says how to upgrade."""
         self.settings = settings
         self.name = collection_name(settings)
         self._version: tuple[int, float] | None = None
@@ -195,10 +170,10 @@ class Store:
         try:
             # Abstract sentences with their vectors, embedded at ingest: the judge and the
             # offline answerer compare against them, and must not embed them per question.
+            # Read by paper id only, never searched by vector: one record per paper (see
+            # rag.store_format), in the smallest HNSW graph Chroma allows (it builds one).
             self.sentences_collection = self.client.get_or_create_collection(
-                name=f"{self.name}-sentences", embedding_function=None,
-                # Read by paper id only, never searched by vector: the smallest HNSW graph
-                # Chroma allows makes adding them ~30% cheaper (it builds one regardless).
+                name=f"{self.name}-paper-sentences", embedding_function=None,
                 configuration={"hnsw": {"space": "cosine", "ef_construction": 8,
                                         "max_neighbors": 4}},
             )
@@ -207,7 +182,7 @@ class Store:
                 embedding_function=None,  # never Chroma's default: it downloads a model
                 metadata={"embedding_model": MODEL_NAME, "chunk_size": settings.chunk_size,
                           "chunk_overlap": settings.chunk_overlap, "recipe": CHUNK_RECIPE,
-                          "version": 0},
+                          "version": 0, "format": store_format.FORMAT},
                 configuration={"hnsw": {"space": "cosine", "ef_construction": 200,
                                         "ef_search": 200, "max_neighbors": 32}},
             )
@@ -215,6 +190,8 @@ class Store:
             raise index_error(settings, exc) from exc
         self.sentences_collection = _Guarded(self.sentences_collection, settings)
         self.collection = _Guarded(self.collection, settings)
+        if int((self.collection.metadata or {}).get("format", 2)) < store_format.FORMAT:
+            self._upgrade(upgrade)
 
     def close(self) -> None:
         """Release the client (its share of the embedded store, or its server session)."""
@@ -299,7 +276,8 @@ class Store:
         return sorted(by_id.values(), key=lambda p: (p.source, p.position))
 
     def paper(self, paper_id: str) -> Paper | None:
-        page = self.collection.get(where={"paper_id": paper_id}, include=["metadatas"], limit=1)
+        page = self.collection.get(where={"$and": [{"paper_id": paper_id}, {"chunk": 0}]},
+                                   include=["metadatas"], limit=1)
         if not page["ids"]:
             return None
         return Paper.from_dict(json.loads(page["metadatas"][0]["paper"]))
@@ -308,43 +286,16 @@ class Store:
         """Stored abstract sentences and vectors of these papers, in abstract order."""
         if not paper_ids:
             return {}
-        where: dict[str, Any] = (
-            {"paper_id": {"$in": paper_ids}} if len(paper_ids) > 1 else {"paper_id": paper_ids[0]}
-        )
-        page = self.sentences_collection.get(where=where, include=["documents", "metadatas", "embeddings"])
-        rows: dict[str, list[tuple[int, str, Any]]] = {}
-        for doc, meta, vec in zip(page["documents"], page["metadatas"], page["embeddings"], strict=True):
-            rows.setdefault(meta["paper_id"], []).append((meta["n"], doc, vec))
-        out = {}
-        for pid, items in rows.items():
-            items.sort(key=lambda t: t[0])
-            out[pid] = ([t[1] for t in items], np.asarray([t[2] for t in items], dtype=np.float32))
-        return out
-
-    def query(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None,
-              total: int | None = None) -> list[Hit]:
-        """Nearest chunks; `total` (the chunk count, if the caller knows it) saves a count."""
-        n = min(n, self.count() if total is None else total)
-        if n <= 0:
-            return []
-        res = self.collection.query(
-            query_embeddings=[vector.tolist()], n_results=n, where=where,
-            include=["documents", "metadatas", "distances"],
-        )
-        return [
-            Hit(cid, meta["paper_id"], doc, 1.0 - float(dist))
-            for cid, doc, meta, dist in zip(
-                res["ids"][0], res["documents"][0], res["metadatas"][0], res["distances"][0],
-                strict=True,
-            )
-        ]
+        page = self.sentences_collection.get(ids=list(dict.fromkeys(paper_ids)), include=["metadatas"])
+        return {pid: store_format.read_sentence_record(meta)
+                for pid, meta in zip(page["ids"], page["metadatas"], strict=True)}
 
     def query_ids(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None,
                   total: int | None = None) -> list[tuple[str, float]]:
         """Nearest chunks as (chunk id, cosine similarity), best first.
 
-        What `query` returns without documents and metadata: the retriever has both in its
-        snapshot, and reading them back costs most of the query (22 ms of 27 ms for 200
+        Without documents and metadata: the retriever has both in its snapshot, and reading
+        them back costs most of the query (22 ms of 27 ms for 200
         chunks of SciFact, where each chunk's metadata holds its paper's record).
         """
         n = min(n, self.count() if total is None else total)
@@ -372,37 +323,21 @@ class Store:
         are deterministic (paper_id#n) and upserted, and stale ones deleted last.
         """
         self._bump()
-        # Batched: one delete and a few adds per write, not a round trip per paper (on
-        # SciFact's 5,183 abstracts the per-paper calls cost more than the HNSW inserts).
-        self._delete_papers(self.sentences_collection, [pid for pid, _, _ in sentences])
-        s_ids: list[str] = []
-        s_docs: list[str] = []
-        s_metas: list[dict[str, Any]] = []
-        s_vecs: list[np.ndarray] = []
-        for pid, sents, svecs in sentences:
-            if sents:
-                s_ids += [f"{pid}#s{i}" for i in range(len(sents))]
-                s_docs += sents
-                s_metas += [{"paper_id": pid, "n": i} for i in range(len(sents))]
-                s_vecs.append(np.asarray(svecs, dtype=np.float32).reshape(len(sents), -1))
-        if s_ids:
-            s_all = np.concatenate(s_vecs)
-            for start in range(0, len(s_ids), _BATCH):
-                end = start + _BATCH
-                self.sentences_collection.add(
-                    ids=s_ids[start:end], documents=s_docs[start:end],
-                    metadatas=s_metas[start:end], embeddings=s_all[start:end],
-                )
+        # Batched: a few upserts per write, not a round trip per paper (on SciFact's 5,183
+        # abstracts the per-paper calls cost more than the HNSW inserts).
+        self._put_sentences([(pid, *store_format.sentence_record(pid, sents, vecs))
+                             for pid, sents, vecs in sentences if sents])
         ids: list[str] = []
         docs: list[str] = []
         metas: list[dict[str, Any]] = []
         vecs: list[np.ndarray] = []
         for paper, chunks, vectors in papers:
-            base = _paper_metadata(paper)
+            base = store_format.paper_metadata(paper)
             for chunk, vec in zip(chunks, vectors, strict=True):
                 ids.append(chunk.chunk_id)
                 docs.append(chunk.text)
-                metas.append(_chunk_metadata(base, chunk, len(chunks)))
+                metas.append(store_format.chunk_metadata(paper, chunk.chunk_id, chunk.index,
+                                                         len(chunks), base))
                 vecs.append(vec)
         for start in range(0, len(ids), _BATCH):
             end = start + _BATCH
@@ -417,15 +352,27 @@ class Store:
             extra = [i for i in stale if i not in keep]
             if extra:
                 self.collection.delete(ids=extra)
-        gone = list(delete_papers)
-        self._delete_papers(self.collection, gone)
-        self._delete_papers(self.sentences_collection, gone)
+        for group in _groups(list(delete_papers)):
+            self.collection.delete(where=_where_in("paper_id", group))
+            self.sentences_collection.delete(ids=group)
         self._bump()
 
-    @staticmethod
-    def _delete_papers(collection: Any, paper_ids: list[str]) -> None:
-        for group in _groups(paper_ids):
-            collection.delete(where=_where_in("paper_id", group))
+    def _put_sentences(self, records: list[tuple[str, dict[str, Any], np.ndarray]]) -> None:
+        for start in range(0, len(records), _BATCH):
+            part = records[start : start + _BATCH]
+            self.sentences_collection.upsert(
+                ids=[r[0] for r in part], metadatas=[r[1] for r in part],
+                embeddings=np.asarray([r[2] for r in part], dtype=np.float32))
+
+    def _upgrade(self, allowed: bool) -> None:
+        if self.count() and not allowed:
+            index = "" if self.settings.index == "default" else f" --index {self.settings.index}"
+            raise IndexStoreError(
+                f"the index '{self.settings.index}' was written by an earlier version of rag",
+                f"run `rag ingest{index}` once: it upgrades the index in place, without "
+                "embedding anything again (then restart any `rag serve` using it)")
+        store_format.upgrade(self, f"{self.name}-sentences")
+        self._bump()
 
     def _bump(self) -> None:
         self._version = None

@@ -50,6 +50,22 @@ __all__ = [
 
 #: Accepted values of :attr:`OllamaTestServer.behaviour`.
 BEHAVIOURS = ("cited", "wrong_citation", "wrong_number", "uncited", "cut", "stall", "error500")
+#: Reasoning models, as their documented formats put it: <think> before the answer
+#: (DeepSeek-R1, Qwen3 on older Ollama), left open (a model that runs out of tokens while
+#: reasoning), closed only (a template that opens the block in the prompt: /api/show's
+#: template then ends in <think>), between two sentences, and apart in message.thinking
+#: when the request sets ``think`` (Ollama >= 0.9; without ``think`` it comes in <think>).
+REASONING = ("think_tags", "think_unterminated", "think_close_only", "think_inline", "think_field")
+#: Citation styles models use instead of ``[n]`` (see :func:`cite_in_style`), a model that
+#: cites its second claim's source first, and a long answer cut by num_predict.
+CITATION_STYLES = ("cite_source_brackets", "cite_source_parens", "cite_source_colon",
+                   "cite_lenticular", "cite_footnote", "cite_range", "cite_adjacent",
+                   "cite_bare_parens", "cite_sources_list")
+BEHAVIOURS += REASONING + CITATION_STYLES + ("cite_reversed", "length")
+#: The reasoning every reasoning behaviour writes: sentences a judge would check, a
+#: citation of a source that does not exist, and a number.
+THINKING = ("Okay, the user asks about these papers. Source [7] looks relevant, so maybe "
+            "I cite it. Wait, 5 of the abstracts mention something; let me check again.")
 
 #: The "cited" reply when the prompt holds no ``<source>`` blocks.
 NO_ANSWER = "The provided abstracts do not answer this question."
@@ -159,6 +175,48 @@ def _different_number(number: str, abstract: str) -> str:
     return candidate
 
 
+def cite_in_style(style: str, claims: list[tuple[int, str, str]], n_sources: int) -> str:
+    """The claims (``(n, abstract, sentence)``) cited in one of :data:`CITATION_STYLES`."""
+    first = claims[0][0]
+    if style == "cite_range":  # the first claim's source and the ones after it, as a range
+        last = min(first + 2, n_sources)
+        return _join(claims[1:]) if last == first else " ".join(
+            [f"{claims[0][2]} [{first}-{last}]."] + [f"{s} [{n}]." for n, _, s in claims[1:]])
+    if style == "cite_adjacent":  # every claim's source cited on the first claim, [1][2]
+        marks = "".join(f"[{n}]" for n, _, _ in claims)
+        return " ".join([f"{claims[0][2]} {marks}."] + [f"{s} [{n}]." for n, _, s in claims[1:]])
+    if style == "cite_source_colon":
+        return "\n".join(f"Source {n}: {s}." for n, _, s in claims)
+    form = {"cite_source_brackets": "[Source {n}]", "cite_source_parens": "(Source {n})",
+            "cite_lenticular": "【{n}】", "cite_footnote": "[^{n}]", "cite_bare_parens": "({n})",
+            "cite_sources_list": "[Sources {n}]"}[style]
+    return " ".join(f"{s} {form.format(n=n)}." for n, _, s in claims)
+
+
+def scripted_verdict(prompt: str) -> dict:
+    """A judge's structured reply ({"supported", "quote"}) to a prompt holding a <source>
+    block and a <claim> block: supported when 80% of the claim's words of 4+ letters are in
+    the abstract; the quote is the abstract sentence sharing most of them."""
+    source = re.search(r"<source>\s*(.*?)\s*</source>", prompt, re.S)
+    claim = re.search(r"<claim>\s*(.*?)\s*</claim>", prompt, re.S)
+    if not source or not claim:
+        return {"supported": False, "quote": ""}
+
+    def words(text: str) -> set[str]:
+        return {w for w in re.findall(r"[a-z0-9]+", text.lower()) if len(w) >= 4}
+
+    wanted = words(claim.group(1))
+    sentences = _sentences(source.group(1)) or [""]
+    best = max(sentences, key=lambda x: len(wanted & words(x)))
+    supported = bool(wanted) and len(wanted & words(source.group(1))) >= 0.8 * len(wanted)
+    return {"supported": supported, "quote": best if supported else ""}
+
+
+def scripted_thinking(behaviour: str) -> str:
+    """The reasoning a behaviour writes (not part of :func:`scripted_reply`'s answer text)."""
+    return THINKING if behaviour in REASONING else ""
+
+
 def scripted_reply(behaviour: str, prompt: str) -> str:
     """The full answer text a behaviour produces for *prompt*.
 
@@ -169,6 +227,26 @@ def scripted_reply(behaviour: str, prompt: str) -> str:
     if behaviour not in BEHAVIOURS:
         raise ValueError(f"unknown behaviour {behaviour!r}; expected one of {BEHAVIOURS}")
     claims = _claims(prompt)
+    if behaviour in CITATION_STYLES:
+        return cite_in_style(behaviour, claims, len(parse_sources(prompt))) if claims else NO_ANSWER
+    if behaviour == "cite_reversed":  # cites its third source first, its first second
+        sources = parse_sources(prompt)
+        picked = [(n, a, _strip_final_period(_pick_sentence(a))) for n, a in sources if a]
+        if len(picked) >= 2:
+            return _join([picked[min(2, len(picked) - 1)], picked[0]])
+    if behaviour == "length":  # long: every usable source, cut by num_predict in _complete
+        sources = [(n, a, _strip_final_period(_pick_sentence(a))) for n, a in parse_sources(prompt) if a]
+        return _join(sources) or NO_ANSWER
+    if behaviour == "think_unterminated":  # ran out of tokens while reasoning: no answer
+        return f"<think>\n{THINKING}"
+    if behaviour in ("think_tags", "think_close_only", "think_inline"):
+        answer = _join(claims) or NO_ANSWER
+        if behaviour == "think_tags":
+            return f"<think>\n{THINKING}\n</think>\n\n{answer}"
+        if behaviour == "think_close_only":
+            return f"{THINKING}\n</think>\n\n{answer}"
+        first, _, rest = answer.partition(". ")  # after the first sentence, or at the end
+        return f"{first}. <think>{THINKING}</think> {rest}" if rest else f"{answer} <think>{THINKING}</think>"
     if behaviour == "wrong_citation":
         if not claims:
             return NO_ANSWER  # no source to cite, so nothing to cite wrongly
@@ -205,6 +283,14 @@ def _prompt_text(path: str, body: dict) -> str:
         if isinstance(message, dict) and message.get("role") == "user":
             return str(message.get("content") or "")
     return ""
+
+
+def _prompt_words(path: str, body: dict) -> list[str]:
+    """What prompt_eval_count counts here: the words of every message (a stand-in for tokens)."""
+    if path == "/api/generate":
+        return str(body.get("prompt") or "").split()
+    return [w for m in body.get("messages") or [] if isinstance(m, dict)
+            for w in str(m.get("content") or "").split()]
 
 
 def _normalise_model(name: str) -> str:
@@ -332,7 +418,7 @@ class _Handler(BaseHTTPRequestHandler):
                 "license": "LLAMA 3.2 COMMUNITY LICENSE AGREEMENT (test stand-in)",
                 "modelfile": f"# Modelfile generated by OllamaTestServer\nFROM {name}\n",
                 "parameters": 'stop                           "<|eot_id|>"',
-                "template": "{{ .Prompt }}",
+                "template": self.owner.template,
                 "details": _DETAILS,
                 "model_info": {
                     "general.architecture": "llama",
@@ -369,11 +455,12 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "stall" and owner._stop_event.wait(owner.stall_seconds):
             self._abort()
             return
-        text = (
-            recorded
-            if recorded is not None
-            else scripted_reply(behaviour, _prompt_text(path, body))
-        )
+        if recorded is not None:
+            text = recorded
+        elif isinstance(body.get("format"), dict):  # structured output: the judge's verdict
+            text = json.dumps(scripted_verdict(_prompt_text(path, body)))
+        else:
+            text = scripted_reply(behaviour, _prompt_text(path, body))
         started = time.monotonic_ns()
 
         if not stream:
@@ -385,30 +472,57 @@ class _Handler(BaseHTTPRequestHandler):
             )
             return
 
-        chunks = split_chunks(text)
+        thinking = scripted_thinking(behaviour)
+        think = body.get("think")
+        if behaviour == "think_field" and think in (None, False):
+            # Without `think`, Ollama < 0.9 (and >= 0.9 for some models) leaves the
+            # reasoning in the content; `think: false` turns it off.
+            text = f"<think>{thinking}</think>\n\n{text}" if think is None else text
+            thinking = ""
+        # Reasoning models' tags are cut anywhere between chunks ("<th" + "ink>").
+        chunks = [text[i : i + 5] for i in range(0, len(text), 5)] if behaviour in REASONING \
+            else split_chunks(text)
+        thought = split_chunks(thinking) if behaviour == "think_field" else []
         self._send_headers(200, "application/x-ndjson", chunked=True)
         if behaviour == "cut":
             chunks = chunks[: max(1, len(chunks) // 2)]
-        for i, piece in enumerate(chunks):
+        done_reason = "length" if behaviour in ("think_unterminated", "length") else "stop"
+        limit = (body.get("options") or {}).get("num_predict")
+        if behaviour == "length":
+            chunks = chunks[: max(1, len(chunks) // 2)]
+        if isinstance(limit, int) and 0 < limit < len(thought) + len(chunks):
+            thought = thought[:limit]
+            chunks = chunks[: max(0, limit - len(thought))]
+            done_reason = "length"
+        pieces = [self._piece(path, model, "", thinking=t) for t in thought]
+        pieces += [self._piece(path, model, c) for c in chunks]
+        for i, piece in enumerate(pieces):
             if i and owner.token_delay and owner._stop_event.wait(owner.token_delay):
                 self._abort()
                 return
-            self._write_chunk(self._piece(path, model, piece))
+            self._write_chunk(piece)
         if behaviour == "cut":
             # Drop the connection mid-body: no done:true line and no
             # terminating zero-length chunk, like a runner that died.
             self._abort()
             return
-        self._write_chunk(self._final(path, model, "", started, eval_count=len(chunks)))
+        final = self._final(path, model, "", started, eval_count=len(pieces))
+        final["done_reason"] = done_reason
+        final["prompt_eval_count"] = len(_prompt_words(path, body))
+        self._write_chunk(final)
         self.wfile.write(b"0\r\n\r\n")
+        with owner._lock:  # a stream the client read to its end (tests of cancellation)
+            owner.completed_streams += 1
 
     # -- response shapes (as in Ollama 0.6) -----------------------------------
 
     @staticmethod
-    def _piece(path: str, model: str, text: str) -> dict:
+    def _piece(path: str, model: str, text: str, thinking: str = "") -> dict:
         out: dict[str, Any] = {"model": model, "created_at": _now()}
         if path == "/api/chat":
             out["message"] = {"role": "assistant", "content": text}
+            if thinking:
+                out["message"]["thinking"] = thinking
         else:
             out["response"] = text
         out["done"] = False
@@ -510,6 +624,7 @@ class OllamaTestServer:
         self.requests: list[dict] = []
         self.stall_seconds: float = 30
         self.token_delay: float = 0.0
+        self.completed_streams = 0
         self.verbose = verbose
         self._port = port
         self._lock = threading.Lock()
@@ -530,6 +645,12 @@ class OllamaTestServer:
         if value not in BEHAVIOURS:
             raise ValueError(f"unknown behaviour {value!r}; expected one of {BEHAVIOURS}")
         self._behaviour = value
+
+    @property
+    def template(self) -> str:
+        """The chat template /api/show reports: one that opens a <think> block in the prompt
+        for "think_close_only" (as QwQ's and some DeepSeek-R1 builds' do)."""
+        return "{{ .Prompt }}<think>\n" if self.behaviour == "think_close_only" else "{{ .Prompt }}"
 
     @property
     def url(self) -> str:

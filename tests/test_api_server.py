@@ -24,6 +24,9 @@ from tests.rag_server import RagServer, serving, sse_events
 
 KEY = "test-key-0123"
 FACT_Q = "How much faster is Skrull than DeepSpeed?"
+# Answered from two papers (Skrull, DeepSpeed-Ulysses): the test model writes a sentence for
+# each, so a stream has several sentences to show one by one.
+STREAM_Q = "How do systems train with long sequences?"
 
 
 @pytest.fixture(scope="module")
@@ -71,7 +74,7 @@ def test_health_needs_no_key_and_sees_ollama(server: RagServer) -> None:
 
 def test_chat_streams_sentences_before_the_final_event(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
     behaviour("cited", delay=0.05)
-    events = stream_chat(server.url, {"messages": [{"role": "user", "content": FACT_Q}],
+    events = stream_chat(server.url, {"messages": [{"role": "user", "content": STREAM_Q}],
                                       "llm": "ollama"})
     kinds = [k for k, _, _ in events]
     assert kinds.count("final") == 1 and kinds[-1] == "final", kinds
@@ -215,7 +218,7 @@ def test_openai_client_streaming(server: RagServer, behaviour) -> None:  # type:
     with OpenAI(base_url=f"{server.url}/v1", api_key=KEY, max_retries=0) as client:
         models = [m.id for m in client.models.list()]
         stream = client.chat.completions.create(
-            model="rag:llama3.2", stream=True, messages=[{"role": "user", "content": FACT_Q}])
+            model="rag:llama3.2", stream=True, messages=[{"role": "user", "content": STREAM_Q}])
         chunks = list(stream)
     assert {"rag", "rag-offline", "rag:llama3.2:latest"} <= set(models)
     pieces = [c.choices[0].delta.content for c in chunks if c.choices[0].delta.content]
@@ -268,13 +271,17 @@ def test_openai_client_sees_errors(server: RagServer, behaviour) -> None:  # typ
 
 def test_cli_search_through_the_server_equals_local(server: RagServer, seeded_settings,  # type: ignore[no-untyped-def]
                                                    tmp_path: Path) -> None:
-    args = ("search", "--json", "-k", "5", "sequence parallelism for long sequences")
-    remote = run_rag(*args, cwd=tmp_path, env={
-        "RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY, "RAG_HOME": str(tmp_path / "none")})
-    local = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(seeded_settings.home)})
-    assert remote.returncode == 0, remote.stderr
-    assert local.returncode == 0, local.stderr
-    assert json.loads(remote.stdout) == json.loads(local.stdout)
+    # with every filter too: the thin client must send each one (a dropped filter widens the
+    # results silently); the seed papers have no arXiv categories, so cs.DC matches nothing
+    for extra in ((), ("--year", "2023", "--venue", "mlsys"), ("--category", "cs.DC")):
+        args = ("search", "--json", "-k", "5", "sequence parallelism for long sequences", *extra)
+        remote = run_rag(*args, cwd=tmp_path, env={
+            "RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY, "RAG_HOME": str(tmp_path / "none")})
+        local = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(seeded_settings.home)})
+        assert remote.returncode == 0, remote.stderr
+        assert local.returncode == 0, local.stderr
+        assert json.loads(remote.stdout) == json.loads(local.stdout)
+        assert bool(json.loads(remote.stdout)["results"]) == (extra != ("--category", "cs.DC"))
     assert not (tmp_path / "none").exists()  # the remote run never opened a local index
 
 
@@ -314,3 +321,24 @@ def test_client_reports_an_unreachable_server() -> None:
         with pytest.raises(RagError) as info:
             call()
         assert "cannot connect" in info.value.message and "rag serve" in info.value.hint
+
+
+# -- abandoned requests ----------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("path", ["/ask", "/chat"])
+def test_a_client_that_gives_up_stops_the_model(server: RagServer, behaviour, path: str) -> None:  # type: ignore[no-untyped-def]
+    """A client that times out and goes away must not leave the server generating (and a
+    worker busy) for an answer nobody reads: the model's stream is closed early."""
+    ollama = behaviour("cited", delay=0.4)  # a few seconds for the whole answer
+    before = ollama.completed_streams
+    body = {"question": FACT_Q, "llm": "ollama"} if path == "/ask" else \
+        {"messages": [{"role": "user", "content": FACT_Q}], "llm": "ollama", "stream": True}
+    with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(60, read=1.5)) as c, \
+            c.stream("POST", server.url + path, json=body, headers=AUTH) as resp:
+        for _ in resp.iter_bytes():
+            pass
+    time.sleep(8)  # longer than the whole answer takes to stream
+    assert ollama.completed_streams == before  # the server hung up on the model mid-answer
+    health = httpx.get(server.url + "/health", headers=AUTH, timeout=10)
+    assert health.status_code == 200

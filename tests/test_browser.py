@@ -18,6 +18,7 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
                  "--disable-background-networking", "--disable-component-update", "--disable-sync"]
 SCREENSHOT = Path("/tmp/rag-chat-page.png")
 FACT_Q = "How much faster is Skrull than DeepSpeed?"
+STREAM_Q = "How do systems train with long sequences?"  # two papers: several sentences to stream
 
 pytestmark = pytest.mark.skipif(
     not Path(CHROMIUM).exists(),
@@ -94,7 +95,7 @@ def test_streamed_answer_citation_and_abstract(page, ollama) -> None:  # type: i
     try:
         assert page.text_content("#corpus-size") == "61"
         assert "llama3.2 ready" in page.text_content("#status")
-        ask(page, FACT_Q, "auto")
+        ask(page, STREAM_Q, "auto")
         # Words appear while the answer is still streaming ...
         page.wait_for_selector(".answer.streaming .answer-text:not(:empty)", timeout=20_000)
         partial = page.text_content(".answer.streaming .answer-text")
@@ -170,3 +171,33 @@ def test_markup_in_an_abstract_is_shown_as_text(page, server: RagServer) -> None
     assert page.evaluate("document.scripts.length") == scripts_before
     assert page.evaluate("document.querySelectorAll('.answer script, #viewer script').length") == 0
     assert not any(u.rstrip("/").endswith("/x") for u in requests)
+
+
+COMPARE_Q = "Compare the speedups reported by Skrull, HEAT and FuseFPS"
+
+
+def test_comparison_is_a_table_with_clickable_citations_and_bibtex(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, COMPARE_Q, "none")
+    page.wait_for_selector(".answer.final table.comparison", timeout=30_000)
+    rows = page.locator("table.comparison tbody tr")
+    assert [rows.nth(i).locator("th").text_content() for i in range(rows.count())] == \
+        ["Skrull", "HEAT", "FuseFPS"]
+    # each row cites its own paper: the figure from the abstract, and a button opening it
+    assert "3.76x" in rows.nth(0).text_content() and "45.2X" in rows.nth(1).text_content()
+    rows.nth(2).locator("button.cite").first.click()
+    page.locator("#viewer").wait_for(state="visible")
+    assert "FuseFPS" in page.text_content("#viewer-abstract")
+
+    page.click(".answer.final .copy-bibtex")
+    page.wait_for_selector("pre.bibtex:not([hidden])", timeout=10_000)
+    bib = page.text_content("pre.bibtex")
+    assert bib.count("@") == 3 and "eprint = {2309.05017}" in bib
+
+
+def test_abstention_shows_the_closest_passages(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, "What is the boiling point of ethanol at sea level?", "none")
+    page.wait_for_selector(".answer.final.abstained", timeout=30_000)
+    near = page.locator(".answer.final .nearest li")
+    assert near.count() >= 1
+    assert "do not answer" in page.text_content(".answer.final .nearest h3")
+    assert len(near.first.locator("q").text_content()) > 20

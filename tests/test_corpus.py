@@ -23,7 +23,7 @@ ROOT = Path(__file__).resolve().parent.parent
 SEEDS = ROOT / "seeds"
 GOLDEN = json.loads((ROOT / "tests" / "data" / "seeds_golden.json").read_text(encoding="utf-8"))
 FIELDS = ["paper_id", "title", "label", "authors", "arxiv_id", "doi", "journal_ref", "venue",
-          "year", "date", "comments", "source", "position"]
+          "year", "date", "comments", "categories", "source", "position"]
 
 
 def parse_seeds(seeds: Path = SEEDS) -> list[Paper]:

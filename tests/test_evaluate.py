@@ -91,7 +91,7 @@ def test_offline_answerer_passes_thresholds_on_full_set(rag_home: Path, workdir:
     (json_path,) = out.glob("eval-*.json")
     (md_path,) = out.glob("eval-*.md")
     report = json.loads(json_path.read_text(encoding="utf-8"))
-    assert report["questions_n"] == 94 and report["failures"] == []
+    assert report["questions_n"] == 211 and report["failures"] == []
     assert set(report["thresholds"]) >= {"faithfulness", "fact_recall", "citation_precision"}
     md = md_path.read_text(encoding="utf-8")
     assert "| fact-skrull-speedup | fact | no |" in md and "## Metric history" in md
@@ -106,7 +106,9 @@ def test_recorded_faithful_answers_pass(seeded_settings: Any, ollama_server: Any
     m = report["metrics"]
     assert m["faithfulness"]["value"] == 1.0 and m["citation_validity"]["value"] == 1.0
     assert m["fact_recall"]["value"] == 1.0 and m["abstention_accuracy"]["value"] == 1.0
-    assert all(r["answerer"].startswith("ollama:") for r in report["questions"])
+    # The unanswerable question is declined before any model call (the relevance model).
+    assert all(r["answerer"].startswith("ollama:") for r in report["questions"] if not r["abstained"])
+    assert [r["id"] for r in report["questions"] if r["abstained"]] == ["unanswerable-skrull-license"]
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # see collect_model_clients
@@ -141,7 +143,7 @@ def test_ollama_judge_gives_the_verdicts(seeded_settings: Any, ollama_server: An
     assert code == 0 and "nothing checked" in capsys.readouterr().out
     report = json.loads(next((tmp_path / "out").glob("eval-*.json")).read_text())
     prompts = chat_prompts(ollama_server)
-    assert len(prompts) == 2 and all("Claim: " in p and "Skrull" in p for p in prompts)
+    assert len(prompts) == 2 and all("claim" in p.lower() and "Skrull" in p for p in prompts)
     m = report["metrics"]
     assert report["judge"] == "ollama" and m["faithfulness"]["value"] == 0.0
     assert m["citation_recall"]["value"] == 0.0 and m["fact_recall"]["value"] == 1.0
@@ -196,7 +198,7 @@ def test_full_sets_load_and_resolve(retriever: Any) -> None:
         qs = load_set(path)
         refs = resolve_refs(qs, papers, path, "default")
         assert len(set(refs.values())) == len(refs)
-    assert len(load_set(EVALS / "questions.yaml")) == 94
+    assert len(load_set(EVALS / "questions.yaml")) == 211
 
 
 # -- metric pieces ------------------------------------------------------------------------
@@ -237,6 +239,45 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
         load_thresholds(path, "none")
 
 
+def test_heldout_thresholds_gate_separately(tmp_path: Path) -> None:
+    from rag.errors import InputError
+    from rag.evaluate_report import check_all, load_split_thresholds
+
+    path = tmp_path / "thresholds.yaml"
+    path.write_text("none:\n  min: {fact_recall: 0.5}\n  heldout:\n    min: {fact_recall: 0.9}\n"
+                    "    max: {false_abstention_rate: 0.05}\n")
+    t = load_split_thresholds(path, "none")
+    whole = {"fact_recall": {"value": 0.95}, "false_abstention_rate": {"value": 0.0}}
+    splits = {"fit": {"fact_recall": {"value": 1.0}, "false_abstention_rate": {"value": 0.0}},
+              "heldout": {"fact_recall": {"value": 0.8}, "false_abstention_rate": {"value": 0.1}}}
+    # The whole set passes; the questions no parameter was fitted on do not.
+    assert check_all(whole, splits, t) == [
+        "heldout: fact_recall 0.800 is below the minimum 0.900",
+        "heldout: false_abstention_rate 0.100 is above the maximum 0.050"]
+    path.write_text("none:\n  held_out:\n    min: {fact_recall: 0.9}\n")
+    with pytest.raises(InputError, match="held_out is not"):
+        load_split_thresholds(path, "none")
+
+
+def test_offline_eval_reports_each_split(rag_home: Path, workdir: Path, tmp_path: Path) -> None:
+    qs = tmp_path / "set"
+    qs.mkdir()
+    (qs / "questions.yaml").write_text(
+        "- id: a\n  kind: fact\n  split: fit\n  question: What speedup does Skrull report over DeepSpeed?\n"
+        "  papers: [seeds/000_1d593446947ebb0f.txt#1]\n  facts: ['3.76']\n"
+        "- id: b\n  kind: unanswerable\n  split: heldout\n  question: Which studies are about laparoscopy?\n"
+        "  papers: []\n")
+    (qs / "thresholds.yaml").write_text("none:\n  heldout:\n    min: {abstention_accuracy: 1.0}\n")
+    proc = run_rag("eval", "--set", str(qs / "questions.yaml"), "--llm", "none", "--out", str(tmp_path / "r"),
+                   cwd=workdir, env={"RAG_HOME": str(rag_home)}, timeout=240)
+    assert proc.returncode == 0, proc.stdout + proc.stderr
+    header = next(line for line in proc.stdout.splitlines() if line.startswith("metric"))
+    assert header.split()[:6] == ["metric", "all", "n", "fit", "n", "heldout"]
+    report = json.loads(next((tmp_path / "r").glob("eval-*.json")).read_text(encoding="utf-8"))
+    assert report["splits"]["heldout"]["abstention_accuracy"]["value"] == 1.0
+    assert report["splits"]["fit"]["fact_recall"]["value"] == 1.0
+
+
 def test_history_chart_appears_from_second_report(tmp_path: Path) -> None:
     from rag.evaluate import METRICS
     from rag.evaluate_report import write_reports
@@ -263,8 +304,8 @@ def record(out: Path) -> None:
     skeleton of faithful.jsonl. Condense calls get the CONDENSED questions above."""
     from rag.answering import Pipeline
     from rag.config import get_settings
-    from rag.schema import AskOptions
     from rag.evaluate import load_set
+    from rag.schema import AskOptions
     from tests.ollama_server import OllamaTestServer, scripted_reply
 
     entries = []

@@ -13,6 +13,7 @@ from __future__ import annotations
 import contextlib
 import json
 import os
+import pty
 import random
 import re
 import shutil
@@ -33,7 +34,7 @@ import pytest
 from tests.conftest import RAG, SEEDS, run_rag
 from tests.ollama_server import OllamaTestServer
 from tests.rag_server import RagServer, copy_home, serving, sse_events
-from tests.test_api_server import FACT_Q
+from tests.test_api_server import FACT_Q, STREAM_Q
 
 # One embedding thread and small batches: the ingests take a few seconds and report progress
 # often, so they can be caught halfway; the test's own work keeps the other core.
@@ -90,10 +91,11 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
             chunks[meta["paper_id"]][cid] = (doc, meta)
         if orphans := sorted(set(chunks) - set(papers)):
             problems.append(f"chunks of papers not in the corpus: {orphans[:5]}")
-        page = store.sentences_collection.get(include=["documents", "metadatas"])
-        sentences: dict[str, dict[str, str]] = defaultdict(dict)
-        for sid, doc, meta in zip(page["ids"], page["documents"], page["metadatas"], strict=True):
-            sentences[meta["paper_id"]][sid] = doc
+        stored_sentences = store.sentences(store.sentences_collection.get(include=[])["ids"])
+        sentences = {pid: {f"{pid}#s{i}": t for i, t in enumerate(texts)}
+                     for pid, (texts, _) in stored_sentences.items()}
+        sentence_vectors = {f"{pid}#s{i}": v for pid, (_, vecs) in stored_sentences.items()
+                            for i, v in enumerate(vecs)}
         if orphans := sorted(set(sentences) - set(papers)):
             problems.append(f"sentences of papers not in the corpus: {orphans[:5]}")
         chunk_texts: dict[str, str] = {}
@@ -115,10 +117,10 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
         # Every stored vector is there and is its own text's (not another paper's, or another
         # version's): compared with the text embedded afresh.
         embedder = get_embedder(settings.model_cache, settings.embed_threads)
-        for name, collection, expected in (("chunk", store.collection, chunk_texts),
-                                           ("sentence", store.sentences_collection, sentence_texts)):
-            stored = collection.get(include=["embeddings"])
-            vectors = dict(zip(stored["ids"], stored["embeddings"], strict=True))
+        stored = store.collection.get(include=["embeddings"])
+        for name, vectors, expected in (
+                ("chunk", dict(zip(stored["ids"], stored["embeddings"], strict=True)), chunk_texts),
+                ("sentence", sentence_vectors, sentence_texts)):
             present = [i for i in sorted(expected) if i in vectors]
             fresh = embedder.embed([expected[i] for i in present])
             kept = np.asarray([vectors[i] for i in present], dtype=np.float32)
@@ -134,20 +136,28 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
 
 
 class Background:
-    """A `rag` subprocess whose stderr (progress bar included) is read as it comes."""
+    """A `rag` subprocess whose stderr (progress bar included) is read as it comes. stderr is
+    a pseudo-terminal, as in a user's shell: only there does rag draw its progress bar."""
 
     def __init__(self, args: list[str], cwd: Path, env: dict[str, str]) -> None:
+        self._master, slave = pty.openpty()
         self.proc = subprocess.Popen(
             [RAG, *args], cwd=cwd, env={**os.environ, **env}, stdin=subprocess.DEVNULL,
-            stdout=subprocess.PIPE, stderr=subprocess.PIPE,
+            stdout=subprocess.PIPE, stderr=slave,
         )
+        os.close(slave)
         self.err = ""
         self._reader = threading.Thread(target=self._read, daemon=True)
         self._reader.start()
 
     def _read(self) -> None:
-        assert self.proc.stderr is not None
-        while chunk := os.read(self.proc.stderr.fileno(), 4096):
+        while True:
+            try:
+                chunk = os.read(self._master, 4096)
+            except OSError:  # EIO: the process closed the terminal
+                break
+            if not chunk:
+                break
             self.err += chunk.decode(errors="replace")
 
     def progress(self) -> float:
@@ -186,9 +196,10 @@ class Background:
 
     def _close(self) -> None:
         self._reader.join(5)  # it reads stderr to its end
-        for pipe in (self.proc.stdout, self.proc.stderr):
-            if pipe is not None:
-                pipe.close()
+        if self.proc.stdout is not None:
+            self.proc.stdout.close()
+        with contextlib.suppress(OSError):
+            os.close(self._master)
 
 
 def chroma_files(home: Path) -> set[tuple[str, int, int]]:
@@ -353,7 +364,7 @@ def test_ollama_stopping_mid_stream_under_load_gives_every_client_an_error_event
         events: list[tuple[str, Any]] = []
         with httpx.Client(timeout=120) as http, http.stream(
                 "POST", f"{server.url}/chat", json={
-                    "messages": [{"role": "user", "content": FACT_Q}], "stream": True,
+                    "messages": [{"role": "user", "content": STREAM_Q}], "stream": True,
                     "llm": "ollama"}) as resp:
             assert resp.status_code == 200, resp.read()
             for kind, data, _ in sse_events(resp):

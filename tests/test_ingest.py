@@ -390,7 +390,7 @@ def test_device_is_chosen_automatically_and_a_missing_gpu_is_a_clear_error(workd
     small_corpus(workdir / "b.jsonl", "beta")
     forced = run_rag("ingest", "b.jsonl", cwd=workdir, env=env(home, RAG_DEVICE="cuda"))
     assert forced.returncode == 2, forced.stderr
-    assert "RAG_DEVICE=cuda" in forced.stderr and "onnxruntime-gpu" in forced.stderr
+    assert "RAG_DEVICE=cuda" in forced.stderr and "CUDA build of torch" in forced.stderr
     assert "Traceback" not in forced.stderr
     wrong = run_rag("ingest", "b.jsonl", cwd=workdir, env=env(home, RAG_DEVICE="tpu"))
     assert wrong.returncode == 2 and "RAG_DEVICE" in wrong.stderr, wrong.stderr

@@ -174,12 +174,15 @@ def test_ollama_judge_takes_the_models_verdict(judge: Any, papers: list[Any], ol
     llm_judge = OllamaJudge(judge.embedder, Ollama(ollama_server.url, "llama3.2", timeout=10))
     p = paper(papers, SKRULL)
     record = [(Source(1, p, 0.0).header(), p.abstract)]
-    ollama_server.replies = ["UNSUPPORTED", "SUPPORTED"]
+    ollama_server.replies = ['{"supported": false, "quote": ""}',
+                             '{"supported": true, "quote": "not in the abstract"}']
     negated = llm_judge.check("Skrull is slower than DeepSpeed in long-SFT scenarios.", record)
     assert not negated.supported and negated.reasons == ["the model judged it unsupported"]
     assert llm_judge.check("Skrull is faster than DeepSpeed.", record).supported
-    prompt = ollama_server.requests[-1]["body"]["messages"][-1]["content"]
-    assert "Claim: Skrull is faster than DeepSpeed." in prompt and "Long-context" in prompt
+    body = ollama_server.requests[-1]["body"]
+    prompt = body["messages"][-1]["content"]
+    assert "<claim>\nSkrull is faster than DeepSpeed.\n</claim>" in prompt and "Long-context" in prompt
+    assert body["format"]["properties"]["supported"] == {"type": "boolean"}  # structured output
     llm_judge.llm.client._client.close()  # type: ignore[attr-defined]  # rag.llm.Ollama has no close()
 
 

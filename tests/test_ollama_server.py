@@ -40,8 +40,10 @@ if _PROJECT_ROOT not in sys.path:
     sys.path.insert(0, _PROJECT_ROOT)
 
 from tests.ollama_server import (  # noqa: E402
+    CITATION_STYLES,
     INVENTED_NUMBER_CLAIM,
     NO_ANSWER,
+    THINKING,
     UNCITED_CLAIM,
     OllamaTestServer,
     free_port_with_nothing_listening,
@@ -476,3 +478,94 @@ def test_cli_serves_recorded_replies(tmp_path):
                 proc.kill()  # never leave it running
                 raise
             assert code == 0
+
+
+# -- reasoning models, citation styles, token limits, structured output ----------------------
+
+
+def test_think_tags_are_cut_between_chunks(client, server):
+    server.behaviour = "think_tags"
+    parts = stream_chat(client)
+    text = content_of(parts)
+    assert text == f"<think>\n{THINKING}\n</think>\n\n{EXPECTED_CITED}"
+    assert "<think>" not in [p.message.content for p in parts]  # the tag arrives in pieces
+
+
+def test_unterminated_think_stops_at_the_token_limit(client, server):
+    server.behaviour = "think_unterminated"
+    parts = stream_chat(client)
+    assert content_of(parts) == f"<think>\n{THINKING}" and parts[-1].done_reason == "length"
+
+
+def test_close_only_comes_with_a_template_that_opens_the_block(client, server):
+    server.behaviour = "think_close_only"
+    assert client.show(MODEL).template.endswith("<think>\n")
+    assert content_of(stream_chat(client)) == f"{THINKING}\n</think>\n\n{EXPECTED_CITED}"
+    server.behaviour = "cited"
+    assert "<think>" not in client.show(MODEL).template
+
+
+def test_think_inline_sits_between_two_sentences(client, server):
+    server.behaviour = "think_inline"
+    first, second = EXPECTED_CITED.split(". ", 1)
+    assert content_of(stream_chat(client)) == f"{first}. <think>{THINKING}</think> {second}"
+
+
+@pytest.mark.parametrize(("think", "thinking", "content"), [
+    (True, THINKING, EXPECTED_CITED),  # Ollama >= 0.9: apart, in message.thinking
+    (None, "", f"<think>{THINKING}</think>\n\n{EXPECTED_CITED}"),  # no `think`: in the content
+    (False, "", EXPECTED_CITED),  # reasoning turned off
+])
+def test_think_field_follows_the_think_option(client, server, think, thinking, content):
+    server.behaviour = "think_field"
+    parts = list(client.chat(model=MODEL, messages=MESSAGES, stream=True, think=think))
+    assert "".join(p.message.thinking or "" for p in parts) == thinking
+    assert content_of(parts) == content
+    assert all(not p.message.content for p in parts if p.message.thinking)  # thinking comes first
+
+
+@pytest.mark.parametrize(("style", "expected"), [
+    ("cite_source_brackets", "[Source 1]"), ("cite_source_parens", "(Source 1)"),
+    ("cite_lenticular", "【1】"), ("cite_footnote", "[^1]"), ("cite_range", "[1-3]"),
+    ("cite_adjacent", "[1][2]"), ("cite_bare_parens", "(1)"), ("cite_sources_list", "[Sources 1]"),
+    ("cite_source_colon", "Source 1: We propose Skrull"),
+])
+def test_each_citation_style(client, server, style, expected):
+    assert style in CITATION_STYLES
+    server.behaviour = style
+    text = content_of(stream_chat(client))
+    assert expected in text and "3.76" in text
+    assert "[1]" not in text or style == "cite_adjacent"  # "[1][2]" holds a canonical marker
+
+
+def test_cite_reversed_cites_the_third_source_first(client, server):
+    server.behaviour = "cite_reversed"
+    text = content_of(stream_chat(client))
+    assert text.index("[3]") < text.index("[1]") and "[2]" not in text
+
+
+def test_num_predict_and_length_cut_the_answer_with_done_reason_length(client, server):
+    parts = list(client.chat(model=MODEL, messages=MESSAGES, stream=True, options={"num_predict": 4}))
+    assert len(parts) == 5 and parts[-1].done_reason == "length" and parts[-1].eval_count == 4
+    server.behaviour = "length"
+    parts = stream_chat(client)
+    assert parts[-1].done_reason == "length" and content_of(parts) in EXPECTED_CITED + " " + EXPECTED_CITED
+    assert content_of(parts) != EXPECTED_CITED
+
+
+def test_final_chunk_counts_prompt_and_answer(client):
+    parts = stream_chat(client)
+    words = sum(len(m["content"].split()) for m in MESSAGES)
+    assert parts[-1].prompt_eval_count == words and parts[-1].eval_count == len(parts) - 1
+
+
+def test_structured_output_answers_the_judges_schema(client):
+    schema = {"type": "object", "properties": {"supported": {"type": "boolean"},
+                                               "quote": {"type": "string"}}}
+    ask = ("<source>\n" + SKRULL_ABSTRACT + "\n</source>\n<claim>\n{}\n</claim>").format
+    yes = client.chat(model=MODEL, messages=[{"role": "user", "content": ask(
+        "Skrull improves training throughput by 3.76 times.")}], format=schema)
+    assert json.loads(yes.message.content) == {"supported": True, "quote": SKRULL_ABSTRACT.split(". ")[2] + "."}
+    no = client.chat(model=MODEL, messages=[{"role": "user", "content": ask(
+        "Quantum annealing halves memory bandwidth.")}], format=schema)
+    assert json.loads(no.message.content) == {"supported": False, "quote": ""}

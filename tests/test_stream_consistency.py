@@ -45,8 +45,10 @@ def test_auto_mode_without_ollama_prints_the_list_header_once(seeded_settings, t
 
 
 def test_offline_markers_are_the_reference_numbers_and_text_is_the_json(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    shown = run_rag("ask", "--llm", "none", CHIP, cwd=tmp_path, env=_env(seeded_settings))
-    as_json = run_rag("ask", "--llm", "none", "--json", CHIP, cwd=tmp_path, env=_env(seeded_settings))
+    # (issue 12: CHIP itself is now declined: no seeds/ paper is about chip placement)
+    q = "Which paper uses reinforcement learning for device placement?"
+    shown = run_rag("ask", "--llm", "none", q, cwd=tmp_path, env=_env(seeded_settings))
+    as_json = run_rag("ask", "--llm", "none", "--json", q, cwd=tmp_path, env=_env(seeded_settings))
     assert shown.returncode == 0 and as_json.returncode == 0, shown.stderr + as_json.stderr
     obj = json.loads(as_json.stdout)
     text = printed_answer(shown.stdout)
@@ -65,9 +67,9 @@ def _source_labels(prompt: str) -> dict[int, str]:
             re.findall(r'<source n="(\d+)">\s*label: ([^\n]+)', prompt)}
 
 
-def test_model_citing_three_then_one_is_renumbered_on_screen_as_in_json(seeded_settings, tmp_path, ollama_server) -> None:  # type: ignore[no-untyped-def]
+def test_model_citing_two_then_one_is_renumbered_on_screen_as_in_json(seeded_settings, tmp_path, ollama_server) -> None:  # type: ignore[no-untyped-def]
     q = "How do Skrull and DeepSpeed-Ulysses handle long sequences?"
-    reply = ("In passing, one system uses dynamic data scheduling [3]. "
+    reply = ("In passing, one system uses dynamic data scheduling [2]. "
              "Another partitions along the sequence dimension [1].")
     ollama_server.replies = [reply, reply]
     env = _env(seeded_settings, OLLAMA_HOST=ollama_server.url)
@@ -81,7 +83,7 @@ def test_model_citing_three_then_one_is_renumbered_on_screen_as_in_json(seeded_s
     assert "scheduling [1]" in text and "dimension [2]" in text  # first use decides the number
     refs = references(shown.stdout)
     assert markers(text) == set(refs)
-    assert refs[1].startswith(sent[3]) and refs[2].startswith(sent[1])
+    assert refs[1].startswith(sent[2]) and refs[2].startswith(sent[1])
 
 
 def test_sse_sentence_events_are_the_final_answer(seeded_settings) -> None:  # type: ignore[no-untyped-def]

@@ -68,7 +68,10 @@ class Checker:
 
     def flush(self) -> list[SentenceEvent]:
         """The rest, at the end of the writer's text."""
-        line, self._pending = self._pending, ""
+        # The text is complete now: a citation at its very end ("claim (1)") can be decided.
+        line, rewrites = normalize_citations(self._pending, len(self.by_n), end=True)
+        self.rewrites += rewrites
+        self._pending = ""
         out = self._line(line, complete=True)
         if self.claims == 0 and not self.abstaining and (self.strict or not self.text):
             out += self._emit(_Piece(NO_ANSWER, "", True), abstention=True)

@@ -1,4 +1,7 @@
-"""Stage two, offline: write the answer from the abstracts' own sentences, no model."""
+"""Stage two, offline: write the answer from the abstracts' own sentences, no model.
+
+Which sentence answers is rag.relevance's fitted sentence model (`best_sentences`); whether to
+answer at all was decided with the sources (an abstention reaches here as no sources)."""
 
 from __future__ import annotations
 
@@ -7,51 +10,45 @@ import re
 import numpy as np
 
 from rag.answering.metadata import metadata_answer
-from rag.answering.questions import (
-    CONTRIBUTION,
-    GENERIC,
-    QUANTITY,
-    QUESTION_STOP,
-    has_number,
-    topic_of,
-)
+from rag.answering.questions import CONTRIBUTION, asks_for_summary, topic_of, without_names
 from rag.corpus.paper import Paper
 from rag.corpus.text import split_sentences
-from rag.judge import Judge, content_words, strip_markers
+from rag.judge import Judge, strip_markers
 from rag.prompts import NO_ANSWER
+from rag.relevance import Relevance
+from rag.relevance.features import CONTRIBUTION as STATES_CONTRIBUTION
 from rag.retrieve import Retriever
 from rag.schema import Source
 
-# Best sentence score an offline fact answer needs; below it the abstracts "don't say".
-FACT_MIN_SCORE = 0.45
-OVERLAP_WEIGHT = 0.25  # weight of the share of question words a sentence contains
-NEAR_BEST = 0.08  # sentences within this of the best one are quoted with it
+MAX_QUOTED = 3  # sentences a fact answer quotes (from at most two papers): a passage, not a page
 
 
 class ExtractiveWriter:
-    def __init__(self, retriever: Retriever, judge: Judge) -> None:
+    def __init__(self, retriever: Retriever, judge: Judge, relevance: Relevance | None = None) -> None:
         self.retriever = retriever
         self.judge = judge
+        self.relevance = relevance or Relevance.load(retriever, judge)
 
     def sentence_scores(self, question: str, qvec: np.ndarray, paper: Paper) -> list[tuple[float, str]]:
-        sents, vecs = self.judge.sentences(paper.abstract)
-        qwords = content_words(question) - QUESTION_STOP
-        out = []
-        for sent, sim in zip(sents, vecs @ qvec, strict=True):
-            overlap = len(qwords & content_words(sent)) / len(qwords) if qwords else 0.0
-            out.append((float(sim) + OVERLAP_WEIGHT * overlap, sent))
-        return out
+        """(P(the sentence answers), sentence) for each sentence of the abstract, best first."""
+        return self.relevance.best_sentences(question, paper, qvec)
 
     def list_lines(self, question: str, sources: list[Source]) -> str:
         """One line per paper: the sentence that says what it contributes to the topic."""
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
         lines = []
+        self.relevance.prime([s.paper for s in sources])
         for s in sources:
-            _, sent = max(
-                (sc + 0.2 * bool(CONTRIBUTION.search(se) or s.name.lower() in se.lower()), se)
-                for sc, se in self.sentence_scores(topic, qvec, s.paper)
-            )
+            # What the paper says it does, closest to the topic: of the sentences that state its
+            # contribution (or name it), else of all, the one nearest the topic. Not the fitted
+            # sentence model: it finds what answers a fact question (often the results at the
+            # end), not what a paper contributes to a topic.
+            sents, vecs = self.judge.sentences(s.paper.abstract)
+            sims = vecs @ qvec
+            own = [i for i, se in enumerate(sents)
+                   if STATES_CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
+            sent = sents[max(own, key=lambda i: sims[i])]
             lines.append(f"- {s.name}: {strip_markers(sent).rstrip('.')} [{s.n}].")
         return "\n".join(lines)
 
@@ -73,29 +70,20 @@ class ExtractiveWriter:
         named = [s for s in sources if s.relevance >= 1.0]
         # Judge sentences on what is asked, without the paper's name: a question that names a
         # system but asks what its abstract does not say must not match on the name alone.
-        aspect = question
-        for s in named:
-            aspect = re.sub(rf"(?i)(?<![\w-]){re.escape(s.name)}(?![\w-])", " ", aspect)
-        if named and not content_words(aspect) - GENERIC:
+        aspect = without_names(question, [s.name for s in named])
+        if asks_for_summary(question, [s.name for s in named]):
             return self.summary(named[0])
         qvec = self.retriever.embed_query(aspect)
-        wants_number = bool(QUANTITY.search(question))
-        scored = [
-            (score + (0.1 if wants_number and has_number(sent) else 0.0), sent, s)
-            for s in (_subject(named, question) or sources[:3])
-            for score, sent in self.sentence_scores(aspect, qvec, s.paper)
-            if not wants_number or has_number(sent)  # "how much" needs a number to answer it
-        ]
-        scored.sort(key=lambda t: -t[0])
-        if not scored or scored[0][0] < FACT_MIN_SCORE:
+        # The sources are the papers the relevance model found to answer, best first; the
+        # best sentence of the first answers, and sentences the sentence model accepts join it.
+        bound = self.relevance.models["sentence"].threshold
+        papers = _subject(named, question) or sources[:2]
+        scored = [(p, sent, s) for s in papers for p, sent in self.sentence_scores(aspect, qvec, s.paper)]
+        if not scored:
             return NO_ANSWER
-        chosen = [t for t in scored if t[0] >= scored[0][0] - NEAR_BEST][:3]
-        papers_used = {chosen[0][2].n}
-        kept = []
-        for t in chosen:
-            if t[2].n in papers_used or len(papers_used) < 2:
-                papers_used.add(t[2].n)
-                kept.append(t)
+        first = scored[0]
+        rest = sorted((t for t in scored[1:] if t[0] >= bound), key=lambda t: -t[0])
+        kept = [first, *rest][:MAX_QUOTED]
         return _passages(kept)
 
 
@@ -107,13 +95,13 @@ def _subject(named: list[Source], question: str) -> list[Source]:
 
 
 def _passages(kept: list[tuple[float, str, Source]]) -> str:
-    """The chosen sentences, grouped by paper (best paper first), each group in the abstract's
-    own order so that it reads as a passage."""
+    """The chosen sentences, grouped by paper (in the order chosen: the best paper first), each
+    group in the abstract's own order so that it reads as a passage."""
     by_source: dict[int, list[tuple[float, str, Source]]] = {}
     for t in kept:
         by_source.setdefault(t[2].n, []).append(t)
     parts = []
-    for _, items in sorted(by_source.items(), key=lambda kv: -max(t[0] for t in kv[1])):
+    for items in by_source.values():
         src = items[0][2]
         order = split_sentences(src.paper.abstract)
         items.sort(key=lambda t: order.index(t[1]) if t[1] in order else 0)

@@ -21,13 +21,18 @@ class Ending:
     completion_tokens: int | None
 
 
-def messages(templates: dict[str, Template], question: str, sources: list[Source],
-             instructions: str | None = None) -> list[dict[str, str]]:
-    blocks = "\n\n".join(
+def source_blocks(sources: list[Source]) -> str:
+    """The sources as the prompt shows them: one fenced <source n=...> block each."""
+    return "\n\n".join(
         format_source(s.n, s.name, s.paper.title, s.paper.authors,
                       " ".join(str(x) for x in (s.paper.venue, s.paper.year) if x), s.paper.abstract)
         for s in sources
     )
+
+
+def messages(templates: dict[str, Template], question: str, sources: list[Source],
+             instructions: str | None = None) -> list[dict[str, str]]:
+    blocks = source_blocks(sources)
     out = [{"role": "system", "content": templates["system"].render(no_answer=NO_ANSWER)}]
     if instructions and instructions.strip():
         # A chat client's system prompt ("answer in French") shapes the answer but never the

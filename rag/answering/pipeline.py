@@ -13,7 +13,9 @@ import threading
 import time
 from collections.abc import Generator, Iterator
 from dataclasses import dataclass, field
+from typing import Any
 
+from rag.answering import compare
 from rag.answering.check import Checker
 from rag.answering.extractive import ExtractiveWriter
 from rag.answering.followup import condense
@@ -25,7 +27,7 @@ from rag.errors import InputError, LLMUnavailable, ModelNotFound
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
-from rag.retrieve import Retriever
+from rag.retrieve import Filters, Retriever
 from rag.schema import (
     MAX_QUESTION,
     Answer,
@@ -34,9 +36,13 @@ from rag.schema import (
     Event,
     NoticeEvent,
     ProgressEvent,
+    SentenceEvent,
     Source,
     TokenEvent,
 )
+from rag.tables import is_comparison
+
+NEAREST = 3  # passages shown with an abstention: a few to judge the refusal by, not a reading list
 
 
 @dataclass
@@ -62,8 +68,9 @@ class Pipeline:
         self.templates = templates()
         self.judge = Judge(self.retriever.embedder)
         self.names = CorpusNames(self.retriever)
-        self.chooser = SourceChooser(self.retriever, self.judge, settings.min_relevance)
-        self.extractive = ExtractiveWriter(self.retriever, self.judge)
+        # issue 12: one fitted relevance model (rag.relevance) decides for both stages
+        self.chooser = SourceChooser(self.retriever, self.judge)
+        self.extractive = ExtractiveWriter(self.retriever, self.judge, self.chooser.relevance)
         self._clients: dict[str, Ollama] = {}
         self._lock = threading.Lock()
 
@@ -73,7 +80,7 @@ class Pipeline:
         with self._lock:
             if name not in self._clients:
                 s = self.settings
-                self._clients[name] = Ollama(s.ollama_host, name, s.llm_timeout, s.num_ctx)
+                self._clients[name] = Ollama.from_settings(s, name)
             return self._clients[name]
 
     def __enter__(self) -> Pipeline:
@@ -132,14 +139,39 @@ class Pipeline:
         if opts.judge == "ollama":
             judge = OllamaJudge(self.retriever.embedder, client or self.client())
             judge.known_names = self.names.known
-        header = [f"{len(chosen.sources)} of the {self.corpus_size()} abstracts match:"] \
-            if chosen.list_question and chosen.sources else []
-        checker = Checker(chosen.sources, judge, opts.strict, prelude=header)
+        # A comparison of papers the question names goes ahead whatever the relevance
+        # decision says of the question as a whole: the named papers are the ones to compare.
+        plan = compare.plan(
+            standalone, chosen.sources, self.names, self.retriever,
+            lambda: [Source(i, h.paper, h.relevance)
+                     for i, h in enumerate(self.chooser.decide(standalone, filters, True).members, 1)]
+            if chosen.sources else [],
+        ) if is_comparison(standalone) else None
+        comparing = bool(plan and plan.sources)
+        sources = plan.sources if plan else chosen.sources
+        header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
+            if chosen.list_question and sources and not comparing else []
+        # A comparison's model lines are checked but not shown as they come: the table is.
+        checker = Checker(sources, judge, opts.strict and not comparing, prelude=header)
 
         t1 = time.perf_counter()
-        if chosen.sources and client is not None:
+        table = None
+        if sources and client is not None:
+            prompt = compare.prompt(self.templates["compare"], self.templates["system"], NO_ANSWER,
+                                    standalone, sources) if comparing \
+                else messages(self.templates, standalone, sources, instructions)
             try:
-                yield from self._write_with_model(client, chosen, checker, run, instructions)
+                for event in self._write_with_model(client, prompt, checker, run):
+                    if not (comparing and isinstance(event, SentenceEvent)):
+                        yield event
+                if comparing:
+                    checker.flush()
+                    table = compare.model_table(standalone, sources, checker)
+                elif chosen.list_question and not checker.abstaining and checker.claims:
+                    missing = [s for s in sources if s.n not in checker.cited()]
+                    if missing:  # the model left out papers that match: say so, from their abstracts
+                        yield from checker.feed("\nAlso matching:\n"
+                                                + self.extractive.list_lines(standalone, missing))
             except (LLMUnavailable, ModelNotFound) as exc:
                 if mode == "ollama":
                     raise
@@ -149,19 +181,44 @@ class Pipeline:
                 run.notices.append(message)
                 yield NoticeEvent(message)
                 client = None
-        if client is None or not chosen.sources:
-            text = self.extractive.write(standalone, chosen.sources, chosen.list_question) \
-                if chosen.sources else NO_ANSWER
-            yield from checker.feed(text)
-        yield from checker.flush()
+        checked = None
+        if comparing and plan:
+            if table is None:
+                table = compare.offline_table(standalone, sources, self.retriever, self.judge)
+            checked = compare.check_table(table, sources, judge, opts.strict, plan.missing)
+            yield from checked.events
+        else:
+            if client is None or not sources:
+                text = self.extractive.write(standalone, sources, chosen.list_question) \
+                    if sources else NO_ANSWER
+                yield from checker.feed(text)
+            yield from checker.flush()
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
         run.timings["check"] = checker.judge_ms
+        answer = self._finish(run, chosen, checker, sources) if checked is None \
+            else self._finish_table(run, chosen, checker, checked)
+        if answer.abstained:
+            answer.nearest = self.nearest(standalone, filters)
         run.timings["total"] = (time.perf_counter() - started) * 1000
-        yield DoneEvent(self._finish(run, chosen, checker))
+        yield DoneEvent(answer)
 
-    def _write_with_model(self, client: Ollama, chosen: Selection, checker: Checker, run: _Run,
-                          instructions: str | None) -> Iterator[Event]:
-        prompt = messages(self.templates, run.standalone, chosen.sources, instructions)
+    def nearest(self, question: str, filters: Filters | None) -> list[dict[str, object]]:
+        """The passages closest to a question the abstracts do not answer, so the user can
+        judge the refusal: each paper's sentence nearest the question, best first."""
+        hits = self.retriever.search(question, NEAREST, filters)
+        if not hits:
+            return []
+        qvec = self.retriever.embed_query(question)
+        out = []
+        for h in hits:
+            score, quote = max(self.extractive.sentence_scores(question, qvec, h.paper))
+            out.append({"paper_id": h.paper.paper_id, "label": h.paper.label,
+                        "title": h.paper.title, "quote": quote.strip(),
+                        "score": round(score, 3), "relevance": round(h.relevance, 3)})
+        return sorted(out, key=lambda d: -float(d["score"]))  # type: ignore[arg-type]
+
+    def _write_with_model(self, client: Ollama, prompt: list[dict[str, str]], checker: Checker,
+                          run: _Run) -> Iterator[Event]:
         run.answerer = f"ollama:{client.model}"
         try:
             for item in model_text(client, prompt):
@@ -184,27 +241,32 @@ class Pipeline:
                        "is incomplete")
             run.notices.append(message)
             yield NoticeEvent(message)
-        if chosen.list_question and not checker.abstaining and checker.claims:
-            missing = [s for s in chosen.sources if s.n not in checker.cited()]
-            if missing:  # the model left out papers that match: say so, from their abstracts
-                yield from checker.feed("\nAlso matching:\n"
-                                        + self.extractive.list_lines(run.standalone, missing))
 
-    def _finish(self, run: _Run, chosen: Selection, checker: Checker) -> Answer:
-        by_n = {s.n: s for s in chosen.sources}
+    def _finish(self, run: _Run, chosen: Selection, checker: Checker, sources: list[Source]) -> Answer:
+        by_n = {s.n: s for s in sources}
         used = sorted((new, by_n[old]) for old, new in checker.order.items())
+        return self._answer(run, chosen, text=checker.text, abstained=checker.abstained,
+                            sources=[Source(new, s.paper, s.relevance) for new, s in used],
+                            sentences=checker.checks, dropped_citations=checker.dropped,
+                            rewritten_citations=checker.rewrites)
+
+    def _finish_table(self, run: _Run, chosen: Selection, checker: Checker,
+                      checked: compare.Checked) -> Answer:
+        return self._answer(run, chosen, text="".join(e.delta for e in checked.events),
+                            abstained=not checked.checks, sources=checked.sources,
+                            sentences=checked.checks, dropped_citations=checker.dropped,
+                            rewritten_citations=checker.rewrites, table=checked.table.to_public())
+
+    def _answer(self, run: _Run, chosen: Selection, *, text: str, **fields: Any) -> Answer:
         ending = run.ending
         return Answer(
-            question=run.question, standalone_question=run.standalone, answer=checker.text,
-            abstained=checker.abstained, answerer=run.answerer,
-            sources=[Source(new, s.paper, s.relevance) for new, s in used],
-            sentences=checker.checks, dropped_citations=checker.dropped,
-            incomplete=run.incomplete, error=run.error, notices=run.notices,
-            list_question=chosen.list_question, matched=chosen.matched,
+            question=run.question, standalone_question=run.standalone, answer=text,
+            answerer=run.answerer, incomplete=run.incomplete, error=run.error,
+            notices=run.notices, list_question=chosen.list_question, matched=chosen.matched,
             corpus_size=self.corpus_size(), timings_ms=run.timings,
             finish_reason="length" if ending and ending.reason == "length" else "stop",
             usage=({"prompt_tokens": ending.prompt_tokens or 0,
                     "completion_tokens": ending.completion_tokens or 0}
                    if ending and ending.prompt_tokens is not None else None),
-            rewritten_citations=checker.rewrites,
+            **fields,
         )

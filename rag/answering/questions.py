@@ -17,10 +17,6 @@ _LIST_LEAD = re.compile(
 )
 FOLLOW_UP = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|he|she|the same)\b", re.I)
 BY_AUTHOR = re.compile(r"\b(write|writes|wrote|written|authors?|authored|by)\b", re.I)
-QUANTITY = re.compile(
-    r"\bhow (?:much|many|fast|large|big|long|well)\b|\bspeed-?ups?\b|\bby how\b|\bwhat percentage\b|"
-    r"\bfaster\b|\bimprove", re.I,
-)
 META = re.compile(
     r"\b(arxiv(?:\s+id)?|doi|authors?|who wrote|written by|venue|published|journal|conference|"
     r"what year|which year|when was)\b", re.I,
@@ -36,8 +32,23 @@ QUESTION_STOP = content_words(
 GENERIC = content_words(
     "what does do did work works working purpose goal goals main idea ideas about propose "
     "proposes proposed offer offers contribution contributions tell me describe summary summarise "
-    "summarize explain overview key point points is are was were it its"
+    "summarize explain overview key point points is are was were it its optimise optimize "
+    "optimises optimizes solve solves address addresses tackle tackles aim aims achieve "
+    "achieves improve improves"
 ) | QUESTION_STOP
+
+
+def without_names(question: str, names: list[str]) -> str:
+    """The question with these paper names taken out: what it asks about them."""
+    for name in names:
+        question = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?![\w-])", " ", question)
+    return question
+
+
+def asks_for_summary(question: str, names: list[str]) -> bool:
+    """"What is Skrull?", "What does DynaPipe optimise?": a question that names a paper and
+    asks nothing in particular about it, which the paper's abstract answers by being one."""
+    return bool(names) and not content_words(without_names(question, names)) - GENERIC
 
 
 def is_list_question(q: str) -> bool:
@@ -47,10 +58,6 @@ def is_list_question(q: str) -> bool:
 def topic_of(q: str) -> str:
     """'which systems target long-sequence training?' -> 'target long-sequence training'."""
     return _LIST_LEAD.sub("", q).strip(" ?") or q
-
-
-def has_number(sentence: str) -> bool:
-    return bool(re.search(r"\d", re.sub(r"\S*(?:https?://|www\.|github\.com)\S*", "", sentence)))
 
 
 def names_pattern(names: list[str]) -> re.Pattern[str] | None:

@@ -4,8 +4,8 @@ rag.answering.Pipeline, loaded once at start-up and run in a thread pool."""
 
 from __future__ import annotations
 
+import logging
 import os
-import sys
 from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from contextlib import asynccontextmanager
@@ -142,18 +142,21 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     """Load the index and models, then serve the app with uvicorn (Ctrl-C stops it)."""
     import uvicorn
 
-    def say(text: str) -> None:
-        print(text, file=sys.stderr, flush=True)
+    from rag.logs import log_config
 
+    log = logging.getLogger("rag.api")
     if host not in ("127.0.0.1", "localhost", "::1") and not settings.api_key:
-        say(f"warning: serving on {host} without RAG_API_KEY: anyone who can reach it can use it")
+        log.warning("serving on %s without RAG_API_KEY: anyone who can reach it can use it", host)
     _check_port(host, port)  # before the models load: fail in a second, not after ten
-    pipeline = load_pipeline(settings, say)
-    say(f"rag {__version__}: index '{settings.index}' ({pipeline.corpus_size()} papers); "
-        f"chat page at http://{host}:{port}/ , API docs at /docs")
+    pipeline = load_pipeline(settings, log.info)
+    log.info("rag %s: index '%s' (%d papers); chat page at http://%s:%d/ , API docs at /docs",
+             __version__, settings.index, pipeline.corpus_size(), host, port)
     app = create_app(settings, pipeline=pipeline)
+    # uvicorn's loggers get rag's configuration (the level `rag -v/-q` and RAG_LOG_LEVEL set).
+    level = logging.getLevelName(logging.getLogger("rag").getEffectiveLevel())
     try:
-        uvicorn.run(app, host=host, port=port, log_level="info", timeout_graceful_shutdown=5)
+        uvicorn.run(app, host=host, port=port, log_config=log_config(level), log_level=level.lower(),
+                    timeout_graceful_shutdown=5)
     except SystemExit as exc:  # uvicorn exits 1/3 when it cannot start; say so as rag does
         if exc.code not in (0, None):
             raise RagError(f"the server on {host}:{port} could not start",

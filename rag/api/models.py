@@ -83,6 +83,37 @@ class SentencePublic(_Public):
     quote: str
 
 
+class CellPublic(_Public):
+    text: str
+    citations: list[int]
+    supported: bool | None = Field(None, description="Whether the cited abstract supports the cell.")
+
+
+class RowPublic(_Public):
+    paper_id: str
+    label: str
+    cells: list[CellPublic]
+
+
+class TablePublic(_Public):
+    columns: list[str] = Field(description="What each cell of a row holds (the paper is the row).")
+    rows: list[RowPublic]
+
+
+class NearestPublic(_Public):
+    paper_id: str
+    label: str
+    title: str | None
+    quote: str = Field(description="The paper's sentence closest to the question.")
+    score: float
+    relevance: float
+
+
+class ExportPublic(_Public):
+    format: Literal["bibtex", "ris", "csl-json"]
+    text: str = Field(description="The cited papers as one BibTeX, RIS or CSL-JSON document.")
+
+
 class AnswerPublic(_Public):
     """The object `rag ask --json` prints."""
 
@@ -110,6 +141,13 @@ class AnswerPublic(_Public):
     usage: dict[str, int] | None = Field(
         None, description="The model's prompt_tokens and completion_tokens (Ollama's counts).")
     timings_ms: dict[str, float]
+    table: TablePublic | None = Field(
+        None, description="A comparison question's table: one row per paper, cells cited.")
+    nearest: list[NearestPublic] = Field(
+        default_factory=list,
+        description="When the answer abstains: the closest passages, which do not answer it.")
+    export: ExportPublic | None = Field(
+        None, description="The cited papers in the format `export` asked for (POST /ask).")
 
 
 class _Filters(BaseModel):
@@ -138,6 +176,8 @@ class AskRequest(_AnswerOptions):
     """The options of `rag ask`; filters go at the top level or in `filters`."""
 
     question: str = Field(min_length=1, max_length=MAX_QUESTION)
+    export: Literal["bibtex", "ris", "csl-json"] | None = Field(
+        None, description="Also return the cited papers in this format (`export` in the answer).")
 
 
 class ChatMessage(BaseModel):

@@ -7,15 +7,17 @@ import re
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.corpus.formats import LAYOUT_HELP, LAYOUTS, detect
+from rag.corpus import arxiv, bibtex
+from rag.corpus.arxiv import Restrict
+from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
 from rag.corpus.paper import Paper, norm_text, sha
 from rag.errors import InputError, ParseError
 
-__all__ = ["Paper", "FileResult", "read_file", "expand_paths", "merge_papers"]
+__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers"]
 
 MAX_FILE_BYTES = int(os.environ.get("RAG_MAX_FILE_MB", "20")) * 1024 * 1024
 MAX_ABSTRACT_CHARS = 20_000
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ""}  # not .md: a folder's README is no corpus
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ""}  # not .md: a README is no corpus
 
 
 @dataclass
@@ -26,6 +28,7 @@ class FileResult:
     papers: list[Paper] = field(default_factory=list)
     problems: list[ParseError] = field(default_factory=list)
     digest: str = ""
+    left_out: dict[str, int] = field(default_factory=dict)  # why -> how many records (no error)
 
 
 def display_path(path: Path) -> str:
@@ -74,9 +77,27 @@ def _decode(data: bytes, source: str) -> str:
         ) from None
 
 
-def read_file(path: Path) -> FileResult:
-    """Parse one file. Raises ParseError for a file that cannot be read at all."""
+def read_file(path: Path, restrict: Restrict | None = None) -> FileResult:
+    """Parse one file, keeping the records `restrict` keeps. Raises ParseError for a file that
+    cannot be read at all."""
     source = display_path(path)
+    if arxiv.is_snapshot(path):  # streamed: no size limit, only the kept records in memory
+        papers, problems, left_out = arxiv.read_snapshot(path, source, restrict)
+        return _finish(FileResult(path, source, arxiv.LAYOUT, left_out=left_out), papers,
+                       problems, restrict)
+    text = _read_text(path, source)
+    if bibtex.detect(text):
+        papers, problems, no_abstract = bibtex.parse_bibtex(text, source)
+        return _finish(FileResult(path, source, bibtex.LAYOUT, digest=sha(text), left_out=no_abstract),
+                       papers, problems, restrict)
+    layout = detect(text)
+    if layout is None:
+        raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)
+    papers, problems = LAYOUTS[layout](text, source)
+    return _finish(FileResult(path, source, layout, digest=sha(text)), papers, problems, restrict)
+
+
+def _read_text(path: Path, source: str) -> str:
     try:
         size = path.stat().st_size
         if size > MAX_FILE_BYTES:
@@ -87,11 +108,12 @@ def read_file(path: Path) -> FileResult:
         data = path.read_bytes()
     except OSError as exc:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
-    text = _decode(data, source)
-    layout = detect(text)
-    if layout is None:
-        raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)
-    papers, problems = LAYOUTS[layout](text, source)
+    return _decode(data, source)
+
+
+def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
+            restrict: Restrict | None) -> FileResult:
+    source = result.source
     for i, paper in enumerate(papers, 1):
         paper.source, paper.position = source, i
         if len(paper.abstract) > MAX_ABSTRACT_CHARS:
@@ -103,10 +125,15 @@ def read_file(path: Path) -> FileResult:
     papers = [p for p in papers if len(p.abstract) <= MAX_ABSTRACT_CHARS]
     for paper in papers:
         infer_metadata(paper)
-    if not papers and not problems:
+    if restrict and restrict.active() and result.layout != arxiv.LAYOUT:
+        kept = [p for p in papers if restrict.accepts(p)]
+        if len(kept) < len(papers):
+            result.left_out[f"records outside {restrict.describe()}"] = len(papers) - len(kept)
+        papers = kept
+    if not papers and not problems and not result.left_out:
         problems.append(ParseError(source, None, "no abstracts found", LAYOUT_HELP))
-    return FileResult(path, source, layout, papers, sorted(problems, key=lambda e: e.line or 0),
-                      sha(text))
+    result.papers, result.problems = papers, sorted(problems, key=lambda e: e.line or 0)
+    return result
 
 
 # Bounded: with `*` a long run of capitals in a comment line took quadratic time.

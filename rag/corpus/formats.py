@@ -7,9 +7,7 @@ These layouts are hand-parsed because no library reads them: they are scraped li
 
 from __future__ import annotations
 
-import json
 import re
-from collections.abc import Callable
 from typing import Any
 
 from rag.corpus.paper import Paper, make_paper_id
@@ -302,108 +300,3 @@ def parse_arxiv_export(text: str, path: str) -> Parsed:
     if pending:  # one record (abstract and comment blocks), reported once
         problems.append(ParseError(path, pending[0][0], "block is followed by no `arXiv:ID` line"))
     return papers, problems
-
-
-_JSON_FIELDS: dict[str, tuple[type, ...]] = {
-    "abstract": (str,), "text": (str,), "title": (str, type(None)), "id": (str, int),
-    "_id": (str, int), "year": (int, str, type(None)), "venue": (str, type(None)),
-    "authors": (list, str, type(None)), "arxiv_id": (str, type(None)), "doi": (str, type(None)),
-    "date": (str, type(None)), "journal_ref": (str, type(None)),
-}
-
-
-def _json_record(obj: Any, path: str, no: int) -> Paper:
-    if not isinstance(obj, dict):
-        raise ParseError(path, no, f"expected a JSON object, got {type(obj).__name__}")
-    for key, types in _JSON_FIELDS.items():
-        if key in obj and not isinstance(obj[key], types):
-            names = " or ".join(t.__name__ for t in types)
-            raise ParseError(path, no, f"field `{key}` should be {names}, got {type(obj[key]).__name__}")
-    abstract = obj.get("abstract") or obj.get("text")
-    if not abstract or not abstract.strip():
-        raise ParseError(path, no, "record has no `abstract` (or BEIR `text`) field",
-                         'each line needs at least {"abstract": "..."}')
-    authors = obj.get("authors") or []
-    if isinstance(authors, str):
-        authors = [a.strip() for a in authors.split(",") if a.strip()]
-    if not all(isinstance(a, str) for a in authors):
-        raise ParseError(path, no, "field `authors` should be a list of strings")
-    year = obj.get("year")
-    if isinstance(year, str):
-        # ASCII digits only: "²".isdigit() is true but int("²") raised ValueError
-        if not re.fullmatch(r"[0-9]{1,9}", year.strip()):
-            raise ParseError(path, no, f"field `year` should be a number, got {year[:20]!r}")
-        year = int(year)
-    if isinstance(year, bool) or (year is not None and not 1000 <= year <= 9999):
-        # a huge int would also overflow the index's integer metadata
-        raise ParseError(path, no, f"field `year` should be a four-digit year, got {year!r}")
-    arxiv = obj.get("arxiv_id")
-    if arxiv:
-        split = split_arxiv_id(arxiv.removeprefix("arXiv:"))
-        if split is None or split[1]:
-            raise ParseError(path, no, f"field `arxiv_id` {arxiv!r} is not an arXiv id")
-        arxiv = split[0]
-    paper = _paper(abstract, title=obj.get("title") or None, arxiv_id=arxiv, authors=authors,
-                   venue=obj.get("venue"), year=year, doi=obj.get("doi"), date=obj.get("date"),
-                   journal_ref=obj.get("journal_ref"), line=no)
-    given = obj.get("id", obj.get("_id"))
-    if given is not None and str(given).strip():
-        paper.paper_id = str(given).strip()
-    return paper
-
-
-def parse_jsonl(text: str, path: str) -> Parsed:
-    """JSON Lines: one object per paper (`abstract`, or the BEIR layout `_id`/`title`/`text`)."""
-    papers: list[Paper] = []
-    problems: list[ParseError] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        if not line.strip():
-            continue
-        try:
-            obj = json.loads(line)
-        except json.JSONDecodeError as exc:
-            problems.append(ParseError(path, no, f"not valid JSON ({exc.msg} at column {exc.colno})",
-                                       "JSON Lines hold one complete JSON object per line"))
-            continue
-        except (ValueError, RecursionError) as exc:  # a 5,000-digit number; [[[[... nested
-            problems.append(ParseError(path, no, f"JSON that cannot be read ({str(exc)[:80]})"))
-            continue
-        try:
-            papers.append(_json_record(obj, path, no))
-        except ParseError as exc:
-            problems.append(exc)
-    return papers, problems
-
-
-Parser = Callable[[str, str], Parsed]
-LAYOUTS: dict[str, Parser] = {
-    "jsonl": parse_jsonl,
-    "abstract-lines": parse_abstract_lines,
-    "conference-listing": parse_conference,
-    "arxiv-export": parse_arxiv_export,
-    "arxiv-listing": parse_arxiv_listing,
-}
-LAYOUT_HELP = (
-    "known layouts: `Abstract:` lines; a conference listing (`#1 Title`, `Authors:`, abstract); "
-    "an arXiv listing (abstract then `arXiv:ID`); arXiv export blocks (`arXiv:ID`, `Created:`); "
-    "JSON Lines with an `abstract` field"
-)
-
-
-def detect(text: str) -> str | None:
-    """Name of the layout the content is in (never judged from the file name)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
-        return None
-    if lines[0].startswith("{"):
-        return "jsonl"
-    if lines[0].startswith("Abstract:"):
-        return "abstract-lines"
-    if any(_CONF_ENTRY.match(ln) for ln in lines) and any(_AUTHORS.match(ln) for ln in lines):
-        return "conference-listing"
-    ids = [ln for ln in lines if _ARXIV_LINE.match(ln)]
-    if ids and any(_CREATED.match(ln) for ln in lines):
-        return "arxiv-export"
-    if ids:
-        return "arxiv-listing"
-    return None

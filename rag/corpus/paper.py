@@ -22,11 +22,15 @@ class Paper:
     year: int | None = None
     date: str | None = None
     comments: list[str] = field(default_factory=list)
+    categories: list[str] = field(default_factory=list)  # arXiv's, e.g. ["cs.DC", "cs.LG"]
     source: str = ""
     position: int = 0
     line: int = 0  # line of the file where the paper starts (for error messages)
 
     INTERNAL: ClassVar[frozenset[str]] = frozenset({"line"})  # not stored, not in to_dict()
+    # Fields added after indexes were built: left out of the content hash while empty, so a
+    # re-ingest does not take every stored paper for changed and embed it again.
+    LATER: ClassVar[frozenset[str]] = frozenset({"categories"})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -41,7 +45,8 @@ class Paper:
 
     def content_hash(self) -> str:
         """Changes whenever anything stored for the paper changes."""
-        return sha(repr(sorted(self.to_dict().items())))[:16]
+        items = [(k, v) for k, v in self.to_dict().items() if v or k not in self.LATER]
+        return sha(repr(sorted(items)))[:16]
 
     def merge(self, other: Paper) -> None:
         """Fill this record's empty fields from another record of the same paper."""
@@ -57,6 +62,24 @@ class Paper:
                 setattr(self, f.name, theirs)
         if other.title and self.label != self.title:
             self.label = self.title or self.label
+
+
+def venue_text(paper: Paper) -> str:
+    """What a venue filter searches: the venue, the journal reference and the comments
+    ("Accepted at ICML 2023"), lower-case."""
+    return " ".join(filter(None, [paper.venue, paper.journal_ref, *paper.comments])).lower()
+
+
+def venue_words(paper: Paper) -> list[str]:
+    """The words of venue_text, each once (stored with every chunk for native filtering)."""
+    return sorted(set(re.findall(r"\w+", venue_text(paper))))
+
+
+def category_keys(categories: list[str]) -> list[str]:
+    """What a category filter matches: each category and its archive, lower-case
+    (["cs.DC"] -> ["cs", "cs.dc"]), so `--category cs` takes every cs.* paper."""
+    keys = {c.lower() for c in categories} | {c.split(".", 1)[0].lower() for c in categories}
+    return sorted(k for k in keys if k)
 
 
 def sha(text: str) -> str:

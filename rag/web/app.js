@@ -230,6 +230,55 @@ function renderReferences(turn) {
   return el("section", "refs", el("h3", null, "References"), list);
 }
 
+function renderTable(turn) {
+  // A comparison: one row per paper, each cell with its citation markers as buttons.
+  const t = turn.result.table;
+  const head = el("tr", null, el("th", null, "Paper"), ...t.columns.map((c) => el("th", null, c)));
+  const body = el("tbody");
+  for (const row of t.rows) {
+    const tr = el("tr", null, el("th", "row-label", row.label));
+    for (const cell of row.cells) {
+      const td = el("td", cell.supported === false ? "unsupported" : null);
+      const marks = cell.citations.length ? " [" + cell.citations.join(", ") + "]" : "";
+      appendWithMarkers(td, cell.text + marks, turn, null);
+      tr.appendChild(td);
+    }
+    body.appendChild(tr);
+  }
+  return el("table", "comparison", el("thead", null, head), body);
+}
+
+function renderNearest(turn) {
+  // Why the answer abstained: the closest passages, so the reader can judge the refusal.
+  const list = el("ul", "nearest-list");
+  for (const p of turn.result.nearest) {
+    list.appendChild(el("li", null, el("span", "ref-label", p.label || p.paper_id), " ",
+      el("q", null, p.quote)));
+  }
+  return el("section", "nearest", el("h3", null, "Closest passages, which do not answer the question"), list);
+}
+
+async function copyBibtex(turn, button, out) {
+  // The cited papers as BibTeX from GET /papers?format=bibtex&id=...; shown as well as
+  // copied, since the clipboard is refused on plain-HTTP pages other than localhost.
+  const query = turn.result.citations.map((c) => "id=" + encodeURIComponent(c.paper_id)).join("&");
+  const response = await fetch("/papers?format=bibtex&" + query, { headers: headers(false) });
+  if (!response.ok) {
+    out.hidden = false;
+    out.textContent = "Could not export: " + (await errorFrom(response)).message;
+    return;
+  }
+  const bib = await response.text();
+  out.hidden = false;
+  out.textContent = bib;
+  try {
+    await navigator.clipboard.writeText(bib);
+    button.textContent = "BibTeX copied";
+  } catch (err) {
+    button.textContent = "BibTeX shown below: select and copy";
+  }
+}
+
 function renderFinal(turn) {
   const r = turn.result;
   const box = turn.answer;
@@ -237,7 +286,14 @@ function renderFinal(turn) {
   box.classList.add("final");
   if (r.abstained) box.classList.add("abstained");
   turn.status.textContent = "";
-  renderAnswerText(turn.text, turn);
+  if (r.table) {
+    turn.text.textContent = "";
+    turn.text.appendChild(el("p", "table-lead", r.answer.split("\n\n")[0]));
+    turn.text.appendChild(renderTable(turn));
+  } else {
+    renderAnswerText(turn.text, turn);
+  }
+  if (r.nearest && r.nearest.length) turn.text.appendChild(renderNearest(turn));
 
   const notes = turn.notes;
   notes.textContent = "";
@@ -255,7 +311,15 @@ function renderFinal(turn) {
   if (r.dropped_citations) {
     notes.appendChild(el("p", "note", r.dropped_citations + " citation(s) to no source were removed."));
   }
-  if (r.citations.length) box.appendChild(renderReferences(turn));
+  if (r.citations.length) {
+    box.appendChild(renderReferences(turn));
+    const out = el("pre", "bibtex");
+    out.hidden = true;
+    const button = el("button", "copy-bibtex", "Copy BibTeX");
+    button.type = "button";
+    button.addEventListener("click", () => copyBibtex(turn, button, out));
+    box.appendChild(el("div", "export", button, out));
+  }
   const answerer = r.answerer === "extractive" ? "offline" : r.answerer.replace(/^ollama:/, "");
   const total = r.timings_ms && r.timings_ms.total ? " · " + (r.timings_ms.total / 1000).toFixed(1) + " s" : "";
   box.appendChild(el("p", "answer-meta", answerer + total));

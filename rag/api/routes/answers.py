@@ -31,15 +31,21 @@ CHAT_DESCRIPTION = (
 )
 
 
-@router.post("/ask", response_model=AnswerPublic,
+@router.post("/ask", response_model=AnswerPublic, response_model_exclude_unset=True,  # `export` when asked
              summary="Answer a question (the object `rag ask --json` prints)")
 async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep,
               request: Request) -> Any:
     ans = await relay.answer(executor, pipeline, body.question, body.options(), request)
-    return ans.to_public()
+    out = ans.to_public()
+    if body.export:
+        from rag.export import export
+
+        out["export"] = {"format": body.export,
+                         "text": export([s.paper for s in ans.sources], body.export)}
+    return out
 
 
-@router.post("/chat", response_model=AnswerPublic,
+@router.post("/chat", response_model=AnswerPublic, response_model_exclude_unset=True,
              summary="Multi-turn chat; with stream=true, server-sent events",
              description=CHAT_DESCRIPTION,
              responses={200: {"content": {"text/event-stream": {}},

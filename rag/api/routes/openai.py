@@ -72,9 +72,10 @@ def _tokenizer() -> Any:
     """The embedding model's WordPiece tokenizer, untruncated: offline token counts."""
     from tokenizers import Tokenizer
 
-    from rag.embed import model_path
+    from rag.config import get_settings
+    from rag.embed import tokenizer_path
 
-    tok = Tokenizer.from_file(str(model_path() / "tokenizer.json"))
+    tok = Tokenizer.from_file(str(tokenizer_path(get_settings().model_cache)))
     tok.no_truncation()
     tok.no_padding()
     return tok

@@ -2,17 +2,39 @@
 
 from __future__ import annotations
 
-from typing import Annotated, Any
+from concurrent.futures import ThreadPoolExecutor
+from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
+from fastapi.responses import Response
 
 from rag.api import relay
 from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
 from rag.api.errors import ERROR_RESPONSES, NotFound
 from rag.api.models import ErrorPublic, PaperListPublic, PaperPublic, SearchResultsPublic
+from rag.corpus.paper import Paper
+from rag.export import MEDIA_TYPES, export, select
 from rag.schema import MAX_K, MAX_QUESTION, AskOptions, search_public
 
 router = APIRouter(tags=["papers"], dependencies=PROTECTED, responses=ERROR_RESPONSES)
+
+FormatQuery = Annotated[
+    Literal["json", "bibtex", "ris", "csl-json"],
+    Query(description="`json` (the default) for rag's own record; `bibtex`, `ris` or `csl-json` "
+                      "for a reference manager (BibTeX keys: first author + year + first title "
+                      "word)."),
+]
+MAX_LISTED = 200  # ids in one GET /papers?id=...: an answer cites at most 30 papers
+
+# The citation formats, documented as further 200 responses next to the JSON one.
+EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
+    media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()}}}
+
+
+async def _exported(light: ThreadPoolExecutor, papers: list[Paper], fmt: str) -> Response:
+    # Off the event loop: LaTeX-escaping 60 abstracts takes about 0.1 s.
+    text = await relay.run_blocking(light, lambda: export(papers, fmt))
+    return Response(text, media_type=MEDIA_TYPES[fmt])
 
 
 @router.get("/search", response_model=SearchResultsPublic,
@@ -32,20 +54,32 @@ async def search(
     return search_public(q, settings.index, hits)
 
 
-@router.get("/papers", response_model=PaperListPublic,
-            summary="Every paper in the index (the object `rag papers --json` prints)")
-async def papers(pipeline: PipelineDep, light: LightExecutorDep) -> Any:
+@router.get("/papers", response_model=PaperListPublic, responses=EXPORT_RESPONSES,
+            summary="Every paper in the index (the object `rag papers --json` prints), or "
+                    "all of them as BibTeX, RIS or CSL-JSON (`rag papers --format`)")
+async def papers(
+    pipeline: PipelineDep, light: LightExecutorDep, format: FormatQuery = "json",
+    id: Annotated[list[str] | None, Query(
+        max_length=MAX_LISTED, description="Only these papers, in this order (repeat `id`): "
+        "e.g. the papers an answer cites, for the page's \"copy BibTeX\".")] = None,
+) -> Any:
     listed = await relay.run_blocking(light, pipeline.retriever.papers)
+    listed = select(listed, id or [])
+    if format != "json":
+        return await _exported(light, listed, format)
     return {"papers": [p.to_dict() for p in listed]}
 
 
 @router.get("/papers/{paper_id:path}", response_model=PaperPublic,
-            summary="One paper with all its fields",
-            responses={404: {"model": ErrorPublic, "description": "No such paper."}})
+            summary="One paper with all its fields, or as BibTeX, RIS or CSL-JSON",
+            responses={**EXPORT_RESPONSES,
+                       404: {"model": ErrorPublic, "description": "No such paper."}})
 async def paper(paper_id: str, pipeline: PipelineDep, light: LightExecutorDep,
-                settings: SettingsDep) -> Any:
+                settings: SettingsDep, format: FormatQuery = "json") -> Any:
     found = await relay.run_blocking(light, lambda: pipeline.retriever.paper(paper_id))
     if found is None:
         raise NotFound(f"no paper with id {paper_id!r} in the index '{settings.index}'",
                        "list the ids with GET /papers, or find papers with GET /search?q=...")
+    if format != "json":
+        return await _exported(light, [found], format)
     return found.to_dict()

@@ -1,0 +1,164 @@
+"""Comparison questions ("Compare the speedups reported by Skrull, HEAT and FuseFPS") answered
+as a table: one row per paper, each cell from that paper's abstract, cited and checked.
+
+Which papers get a row: those the question names, in the order named; otherwise the papers
+the chooser found. Offline, rag.tables quotes each row's cell from the abstract; with a model,
+the model writes one line per paper (prompts/compare.txt) and each line goes through the same
+Checker as any answer sentence, then becomes its row's cell. Either way every cell is judged
+against its own paper's abstract before it is shown.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from rag.answering.check import Checker
+from rag.answering.generate import source_blocks
+from rag.answering.names import CorpusNames
+from rag.judge import Judge, strip_markers
+from rag.prompts import Template
+from rag.retrieve import Retriever
+from rag.schema import SentenceCheck, SentenceEvent, Source
+from rag.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
+
+MAX_ROWS = 12  # a table wider than this is no longer read side by side
+# A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by
+# commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
+_NAME = r"[A-Z][\w\-.]*[\w]"
+_RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus)\s+){_NAME})+")
+
+
+@dataclass
+class Plan:
+    """The rows of a comparison and what the question names that the index does not have."""
+
+    sources: list[Source]
+    missing: list[str] = field(default_factory=list)
+
+
+def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
+         members: Callable[[], list[Source]]) -> Plan:
+    """Rows for the named papers in the order named, else for the papers `members` finds on
+    the question's topic (as for "which papers" questions)."""
+    named = names.mentioned(question)
+    by_name: dict[str, Source] = {}
+    if len(named) >= 2:
+        from rag.corpus.text import short_label  # the display name CorpusNames indexes
+
+        papers = {short_label(p.title, p.label).lower(): p
+                  for p in retriever.snapshot().papers.values()}
+        relevance = {s.paper.paper_id: s.relevance for s in chosen}
+        for i, name in enumerate(named[:MAX_ROWS], 1):
+            paper = papers[name]
+            by_name[name] = Source(i, paper, relevance.get(paper.paper_id, 1.0))
+    known = {n.lower() for n in names.known}
+    missing = []
+    for run in _RUN.finditer(question):
+        words = re.findall(_NAME, run.group(0))
+        if any(w.lower() in by_name for w in words):
+            missing += [w for w in words if w.lower() not in known and w.lower() not in by_name]
+    if by_name:
+        return Plan(list(by_name.values()), missing)
+    found = members() or chosen
+    return Plan([Source(i, s.paper, s.relevance) for i, s in enumerate(found[:MAX_ROWS], 1)],
+                missing)
+
+
+def prompt(template: Template, system: Template, no_answer: str, question: str,
+           sources: list[Source]) -> list[dict[str, str]]:
+    blocks = source_blocks(sources)
+    rows = ", ".join(f"{s.name} [{s.n}]" for s in sources)
+    return [{"role": "system", "content": system.render(no_answer=no_answer)},
+            {"role": "user", "content": template.render(
+                sources=blocks, question=question, n_sources=len(sources), rows=rows,
+                aspect=aspect(question))}]
+
+
+def offline_table(question: str, sources: list[Source], retriever: Retriever, judge: Judge) -> Table:
+    """Each row's cell quoted from its abstract: the sentence closest to what is compared."""
+    vectors: dict[str, np.ndarray] = {}
+
+    def scores(what: str, abstract: str) -> list[tuple[float, str]]:
+        if what not in vectors:
+            vectors[what] = retriever.embed_query(what)
+        sents, vecs = judge.sentences(abstract)
+        return [(float(v), s) for s, v in zip(sents, vecs @ vectors[what], strict=True)]
+
+    rows = [TableSource(s.n, s.paper.paper_id, s.name, s.paper.abstract) for s in sources]
+    return build_table(question, rows, scores)
+
+
+def model_table(question: str, sources: list[Source], checker: Checker) -> Table:
+    """The table from the model's checked lines: a row's cell is the first line that cites
+    its paper alone (checked like any sentence); a paper with no such line is "not reported"."""
+    writer_n = {new: old for old, new in checker.order.items()}
+    lines: dict[int, str] = {}
+    for check in checker.checks:
+        cited = {writer_n.get(n) for n in check.citations}
+        n = cited.pop() if len(cited) == 1 else None
+        if n is not None and n not in lines:
+            text = strip_markers(check.text).lstrip("-*• ").strip()
+            lines[n] = text.split(":", 1)[1].strip() if ":" in text[:60] else text
+    what = aspect(question)
+    rows = [Row(s.paper.paper_id, s.name,
+                [Cell(lines[s.n].rstrip("."), [s.n]) if s.n in lines else Cell(NOT_REPORTED)])
+            for s in sources]
+    return Table([what[:1].upper() + what[1:]], rows)
+
+
+@dataclass
+class Checked:
+    """A table whose cells were judged, with its papers numbered by row and the answer's units."""
+
+    table: Table
+    sources: list[Source]  # the cited papers, numbered 1..m in row order
+    checks: list[SentenceCheck]  # one per row that cites its paper
+    events: list[SentenceEvent]
+
+
+def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
+                missing: list[str]) -> Checked:
+    """Judge every cited cell against its own paper (strict: an unsupported cell becomes "not
+    reported"), number the cited papers in row order, and lay the answer out as a lead line
+    and a Markdown table, one unit per row."""
+    by_n = {s.n: s for s in sources}
+    order: dict[int, int] = {}
+    checks: list[SentenceCheck | None] = []
+    rows: list[Row] = []
+    for row in table.rows:
+        cells, row_check = [], None
+        for i, cell in enumerate(row.cells):
+            cited = [by_n[n] for n in cell.citations if n in by_n]
+            if not cited:
+                cells.append(Cell(cell.text))
+                continue
+            support = judge.check(cell.text, [(s.header(), s.paper.abstract) for s in cited])
+            if strict and not support.supported:
+                cells.append(Cell(NOT_REPORTED))
+                continue
+            nums = [order.setdefault(s.n, len(order) + 1) for s in cited]
+            cells.append(Cell(cell.text, nums, support.supported))
+            if i == 0:
+                marks = " ".join(f"[{n}]" for n in nums)
+                row_check = SentenceCheck(f"{row.label}: {cell.text} {marks}", nums, support.supported,
+                                          support.score, support.quote, support.reasons)
+        rows.append(Row(row.paper_id, row.label, cells))
+        checks.append(row_check)
+    final = Table(table.columns, rows)
+    what = table.columns[0].lower() if table.columns else "results"
+    found = sum(c is not None for c in checks)
+    lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
+    if missing:
+        lead += f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in the index."
+    lines = final.to_markdown().split("\n")
+    units: list[tuple[str, SentenceCheck | None]] = [(lead, None), ("\n\n" + "\n".join(lines[:2]), None)]
+    units += [("\n" + line, check) for line, check in zip(lines[2:], checks, strict=True)]
+    events = [SentenceEvent(delta, check or SentenceCheck(delta.strip(), [], True, 0.0, meta=True))
+              for delta, check in units]
+    cited = [Source(new, by_n[old].paper, by_n[old].relevance)
+             for old, new in sorted(order.items(), key=lambda t: t[1])]
+    return Checked(final, cited, [c for c in checks if c is not None], events)

@@ -1,0 +1,68 @@
+"""What the `rag` commands share: settings for a command, the thin-client switch, the common
+options, JSON output and opening the index (seeding the default one)."""
+
+from __future__ import annotations
+
+import json
+import os
+from collections.abc import Callable
+from typing import Any, TypeVar
+
+import click
+
+F = TypeVar("F", bound=Callable[..., Any])
+
+
+def _settings(index: str | None = None, **overrides: Any) -> Any:
+    from rag.config import get_settings
+
+    s = get_settings()
+    updates = {k: v for k, v in overrides.items() if v is not None}
+    ctx = click.get_current_context(silent=True)
+    if ctx is not None and "rag.logs" not in ctx.meta:  # here, not in cli(): the thin client
+        from rag.logs import configure  # starts without rag.config (pydantic)
+
+        ctx.meta["rag.logs"] = configure(s.log_level, ctx.meta.get("rag.verbosity", 0))
+    if ctx is not None and ctx.find_root().params.get("chroma_url"):
+        updates["chroma_url"] = ctx.find_root().params["chroma_url"]
+    if index:
+        updates["index"] = index
+    return s.model_copy(update=updates) if updates else s
+
+
+def _remote() -> Any:
+    """The `rag serve` that RAG_SERVER_URL names (the CLI is then a thin client), or None."""
+    if not os.environ.get("RAG_SERVER_URL", "").strip():
+        return None  # rag.client imports httpx, which the local path does not need
+    from rag.client import Remote
+
+    return Remote.from_env()
+
+
+def index_option(fn: F) -> F:
+    return click.option("--index", "index", metavar="NAME",
+                        help="Index to use (default: RAG_INDEX or 'default').")(fn)
+
+
+def filter_options(fn: F) -> F:
+    fn = click.option("--category", metavar="CAT",
+                      help="Only papers in this arXiv category (cs.DC; cs for all cs.*).")(fn)
+    fn = click.option("--source", help="Only papers whose source file path contains this.")(fn)
+    fn = click.option("--year", help="Only papers from this year or range (2023, 2022-2023).")(fn)
+    fn = click.option("--venue", help="Only papers whose venue/journal ref mentions this.")(fn)
+    return fn
+
+
+def emit_json(obj: Any) -> None:
+    click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
+
+
+def _ensure_index(settings: Any) -> Any:
+    """Open the retriever; an empty index gets seeds/ ingested first, saying so."""
+    from rag.ingest import ensure_seeded
+    from rag.retrieve import Retriever
+    from rag.store import Store
+
+    store = Store(settings)
+    ensure_seeded(settings, store, say=lambda text: click.echo(text, err=True))
+    return Retriever(settings, store=store)

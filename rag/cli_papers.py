@@ -1,0 +1,75 @@
+"""`rag papers`: list the index, show one paper, export papers for a reference manager."""
+
+from __future__ import annotations
+
+import textwrap
+
+import click
+
+from rag.cli_common import _ensure_index, _settings, emit_json, index_option
+from rag.errors import InputError
+
+
+class _PapersGroup(click.Group):
+    """`rag papers show ID` runs the subcommand; other words after the options are paper ids."""
+
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        rest = super().parse_args(ctx, args)
+        words, ctx.params["ids"] = [*ctx._protected_args, *rest], ()
+        if words and words[0] not in self.commands:
+            ctx.params["ids"], ctx._protected_args, ctx.args = tuple(words), [], []
+        return ctx.args
+
+
+@click.group(cls=_PapersGroup, invoke_without_command=True, subcommand_metavar="[ID]... | show ID")
+@click.option("--json", "as_json", is_flag=True, help='Print {"papers": [...]} with every field.')
+@click.option("--format", "fmt", type=click.Choice(["bibtex", "ris", "csl-json"]),
+              help="Print the papers as citations for a reference manager.")
+@index_option
+@click.pass_context
+def papers(ctx: click.Context, as_json: bool, fmt: str | None, ids: tuple[str, ...],
+           index: str | None) -> None:
+    """List every paper in the index (`rag papers show ID` for one).
+
+    With --format, print the papers named by ID (all when none is named) as BibTeX, RIS or
+    CSL-JSON, for a reference manager."""
+    ctx.obj = {"index": index}
+    if ctx.invoked_subcommand:
+        return
+    if ids and (not fmt or any(i.startswith("-") for i in ids)):
+        raise InputError(f"paper ids {' '.join(ids)!r} need --format, given before them",
+                         "`rag papers --format bibtex ID ...`; `rag papers show ID` shows one paper")
+    listed = _ensure_index(_settings(index)).papers()
+    if fmt:
+        from rag.export import export, select
+
+        click.echo(export(select(listed, ids), fmt), nl=False)
+        return
+    if as_json:
+        emit_json({"papers": [p.to_dict() for p in listed]})
+        return
+    for p in listed:
+        click.echo(f"{p.paper_id:<48} {textwrap.shorten(p.label, 60)}")
+    click.echo(f"{len(listed)} papers", err=True)
+
+
+@papers.command("show")
+@click.argument("paper_id")
+@click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@click.pass_context
+def papers_show(ctx: click.Context, paper_id: str, as_json: bool) -> None:
+    """Show one paper with all its fields."""
+    retriever = _ensure_index(_settings(ctx.obj.get("index")))
+    paper = retriever.paper(paper_id)
+    if paper is None:
+        raise InputError(f"no paper with id {paper_id!r} in the index", "list ids with `rag papers`")
+    if as_json:
+        emit_json(paper.to_dict())
+        return
+    for key, value in paper.to_dict().items():
+        if key == "abstract":
+            continue
+        if value not in (None, [], ""):
+            click.echo(f"{key:>12}: {', '.join(value) if isinstance(value, list) else value}")
+    click.echo()
+    click.echo(textwrap.fill(paper.abstract, 92))

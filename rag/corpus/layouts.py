@@ -1,0 +1,51 @@
+"""The layouts rag reads, and detection of a file's layout from its content (never its name)."""
+
+from __future__ import annotations
+
+from collections.abc import Callable
+
+from rag.corpus.formats import (
+    _ARXIV_LINE,
+    _AUTHORS,
+    _CONF_ENTRY,
+    _CREATED,
+    Parsed,
+    parse_abstract_lines,
+    parse_arxiv_export,
+    parse_arxiv_listing,
+    parse_conference,
+)
+from rag.corpus.jsonl import parse_jsonl
+
+Parser = Callable[[str, str], Parsed]
+LAYOUTS: dict[str, Parser] = {
+    "jsonl": parse_jsonl,
+    "abstract-lines": parse_abstract_lines,
+    "conference-listing": parse_conference,
+    "arxiv-export": parse_arxiv_export,
+    "arxiv-listing": parse_arxiv_listing,
+}
+LAYOUT_HELP = (
+    "known layouts: `Abstract:` lines; a conference listing (`#1 Title`, `Authors:`, abstract); "
+    "an arXiv listing (abstract then `arXiv:ID`); arXiv export blocks (`arXiv:ID`, `Created:`); "
+    "JSON Lines with an `abstract` field; the arXiv metadata snapshot; BibTeX with `abstract` fields"
+)
+
+
+def detect(text: str) -> str | None:
+    """Name of the layout the content is in (never judged from the file name)."""
+    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
+    if not lines:
+        return None
+    if lines[0].startswith("{"):
+        return "jsonl"
+    if lines[0].startswith("Abstract:"):
+        return "abstract-lines"
+    if any(_CONF_ENTRY.match(ln) for ln in lines) and any(_AUTHORS.match(ln) for ln in lines):
+        return "conference-listing"
+    ids = [ln for ln in lines if _ARXIV_LINE.match(ln)]
+    if ids and any(_CREATED.match(ln) for ln in lines):
+        return "arxiv-export"
+    if ids:
+        return "arxiv-listing"
+    return None

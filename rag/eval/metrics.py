@@ -1,0 +1,132 @@
+"""Scores of one answer and their means, over a whole set and per split (fit / held-out)."""
+
+from __future__ import annotations
+
+import math
+import re
+import unicodedata
+from typing import Any
+
+from rag.eval.sets import SPLITS, Question
+
+# name -> "min" (higher is better) or "max" (lower is better); the order of the summary table.
+METRICS: dict[str, str] = {
+    "recall@1": "min", "recall@5": "min", "recall@10": "min", "mrr": "min", "ndcg@10": "min",
+    "metadata_recall@5": "min",
+    "citation_validity": "min", "citation_recall": "min", "citation_precision": "min",
+    "faithfulness": "min", "fact_recall": "min", "list_completeness": "min",
+    "list_precision": "min", "abstention_accuracy": "min", "false_abstention_rate": "max",
+}
+_GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
+_DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2212"} | {"\u00d7": "x"})
+
+
+def normalise(text: str) -> str:
+    """For fact matching: NFKC, lower case, × -> x, unicode dashes -> '-', spaces collapsed."""
+    text = unicodedata.normalize("NFKC", text).lower().translate(_DASHES)
+    return re.sub(r"\s+", " ", text)
+
+
+def fact_found(fact: str, answer: str) -> bool:
+    text = normalise(answer)
+    return any(normalise(alt.strip()) in text for alt in fact.split("|"))
+
+
+def retrieval_scores(ranked: list[str], relevant: set[str]) -> dict[str, float]:
+    first = next((i for i, pid in enumerate(ranked, 1) if pid in relevant), None)
+    dcg = sum(1 / math.log2(i + 1) for i, pid in enumerate(ranked[:10], 1) if pid in relevant)
+    idcg = sum(1 / math.log2(i + 1) for i in range(1, min(10, len(relevant)) + 1))
+    out = {f"recall@{k}": len(set(ranked[:k]) & relevant) / len(relevant) for k in (1, 5, 10)}
+    return {**out, "mrr": 1 / first if first else 0.0, "ndcg@10": dcg / idcg}
+
+
+def citation_scores(ans: Any, checker: Any) -> dict[str, Any]:
+    """ALCE-style citation recall and precision of one answer, judged by `checker`.
+
+    Recall: share of claim sentences whose cited abstracts, taken together, support them (a
+    sentence without citations counts as unsupported). Precision: share of citations that are
+    part of a supporting set and either support their sentence alone or are needed (the other
+    citations alone do not support it). "Together" = the cited records concatenated.
+    """
+    by_n = {s.n: s for s in ans.sources}
+    cache: dict[tuple[str, tuple[int, ...]], bool] = {}
+
+    def supported(text: str, ns: tuple[int, ...]) -> bool:
+        if (text, ns) not in cache:
+            srcs = [by_n[n] for n in ns]
+            record = (" ".join(s.header() for s in srcs), " ".join(s.paper.abstract for s in srcs))
+            cache[text, ns] = bool(checker.check(text, [record]).supported)
+        return cache[text, ns]
+
+    recall, precise, cites = [], 0, 0
+    for sent in ans.sentences:
+        ns = tuple(n for n in sent.citations if n in by_n)
+        if not ns:
+            recall.append(False)
+            continue
+        joint = supported(sent.text, ns)
+        recall.append(joint)
+        cites += len(ns)
+        for n in ns:
+            rest = tuple(m for m in ns if m != n)
+            if joint and (len(ns) == 1 or supported(sent.text, (n,))
+                          or not supported(sent.text, rest)):
+                precise += 1
+    return {"citation_recall": sum(recall) / len(recall) if recall else None,
+            "citation_precision": precise / cites if cites else None}
+
+
+def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
+                 checker: Any) -> dict[str, Any]:
+    relevant = {refs[r] for r in q.papers}
+    cited = [s.paper.paper_id for s in ans.sources]
+    m: dict[str, Any] = dict.fromkeys(METRICS)
+    if relevant:
+        m.update(retrieval_scores(ranked, relevant))
+        if q.kind == "metadata":  # `rag search` finds the paper by its record's fields
+            m["metadata_recall@5"] = m["recall@5"]
+    if ans.sentences:
+        m["faithfulness"] = sum(s.supported for s in ans.sentences) / len(ans.sentences)
+        m.update(citation_scores(ans, checker))
+    markers = sum(len(g.split(",")) for g in _GROUP.findall(ans.answer)) if not ans.abstained else 0
+    if markers + ans.dropped_citations:
+        m["citation_validity"] = markers / (markers + ans.dropped_citations)
+    if q.facts:
+        m["fact_recall"] = sum(fact_found(f, ans.answer) for f in q.facts) / len(q.facts)
+    if q.kind == "list":
+        hit = len(set(cited) & relevant)
+        m["list_completeness"] = hit / len(relevant)
+        m["list_precision"] = hit / len(cited) if cited else None
+    if q.kind == "unanswerable":
+        m["abstention_accuracy"] = float(ans.abstained)
+    else:
+        m["false_abstention_rate"] = float(ans.abstained)
+    return {
+        "id": q.id, "kind": q.kind, "split": q.split, "turns": q.turns, "near_miss": q.near_miss,
+        "standalone_question": ans.standalone_question, "answer": ans.answer,
+        "abstained": ans.abstained, "answerer": ans.answerer, "papers": sorted(relevant),
+        "cited": cited, "retrieved": ranked[:10], "markers": markers,
+        "dropped_citations": ans.dropped_citations,
+        "missing_facts": [f for f in q.facts if not fact_found(f, ans.answer)],
+        "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported,
+                       "support": s.support, "reasons": s.reasons} for s in ans.sentences],
+        "metrics": m, "ms": round(ans.timings_ms.get("total", 0.0), 1),
+    }
+
+
+def aggregate(rows: list[dict[str, Any]]) -> dict[str, dict[str, Any]]:
+    """Mean of each metric over the questions it applies to; citation validity is pooled."""
+    out: dict[str, dict[str, Any]] = {}
+    for name in METRICS:
+        vals = [r["metrics"][name] for r in rows if r["metrics"].get(name) is not None]
+        out[name] = {"value": sum(vals) / len(vals) if vals else None, "n": len(vals)}
+    markers = sum(r["markers"] for r in rows)
+    dropped = sum(r["dropped_citations"] for r in rows)
+    out["citation_validity"] = {"value": markers / (markers + dropped) if markers + dropped else None,
+                                "n": markers + dropped}
+    return out
+
+
+def by_split(rows: list[dict[str, Any]]) -> dict[str, dict[str, dict[str, Any]]]:
+    """The metrics of each split that has questions (a set without splits has none)."""
+    return {s: aggregate(part) for s in SPLITS if (part := [r for r in rows if r.get("split") == s])}

@@ -1,0 +1,333 @@
+"""Citation export: Paper records as BibTeX, RIS or CSL-JSON, for a reference manager.
+
+bibtexparser writes the BibTeX (and splits names by BibTeX's own First/von/Last/Jr rules for
+all three formats), pylatexenc escapes LaTeX, rispy writes RIS; CSL-JSON is plain JSON.
+"""
+
+from __future__ import annotations
+
+import json
+import re
+import unicodedata
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import bibtexparser
+import rispy
+from bibtexparser.middlewares import AddEnclosingMiddleware
+from bibtexparser.middlewares.names import NameParts, parse_single_name_into_parts
+from bibtexparser.model import Entry, Field
+from pylatexenc.latexencode import (
+    RULE_DICT,
+    RULE_REGEX,
+    UnicodeToLatexConversionRule,
+    UnicodeToLatexEncoder,
+)
+
+from rag.corpus.paper import Paper
+from rag.errors import InputError
+
+MEDIA_TYPES = {
+    "bibtex": "text/x-bibtex",
+    "ris": "application/x-research-info-systems",
+    "csl-json": "application/vnd.citationstyles.csl+json",
+}
+FORMATS = tuple(MEDIA_TYPES)
+EXTENSIONS = {".bib": "bibtex", ".ris": "ris", ".json": "csl-json"}
+
+# pylatexenc's defaults, plus what they leave for a LaTeX or BibTeX reader to misread:
+# "--" and "``" would become dashes and curly quotes, and so would a plain '"'; "\{" still
+# counts as a brace to BibTeX, whose fields must balance, so braces are spelled as macros.
+# Characters with no LaTeX form (CJK) stay UTF-8, which biber and bibtexparser read as such.
+_LATEX = UnicodeToLatexEncoder(
+    conversion_rules=[
+        UnicodeToLatexConversionRule(RULE_DICT, {
+            ord("{"): r"\textbraceleft", ord("}"): r"\textbraceright", ord('"'): r"\textquotedbl"}),
+        UnicodeToLatexConversionRule(RULE_REGEX, [(re.compile(r"([-`'])(?=[-`'])"), r"\1{}")]),
+        "defaults",
+    ],
+    replacement_latex_protection="braces-all",
+    unknown_char_policy="keep",
+    unknown_char_warning=False,
+)
+_TITLE_STOP = frozenset({
+    "a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "toward", "towards", "via",
+    "from", "by", "at", "is", "are", "do", "does", "how", "what", "why", "when", "can", "your",
+    "you", "we", "our"
+})
+
+
+def latex(text: str) -> str:
+    return _LATEX.unicode_to_latex(_flat(text))
+
+
+def _flat(text: str) -> str:
+    # BibTeX, RIS and citeproc all treat a run of whitespace as one space; a newline would
+    # even end an RIS field, so every value is one line.
+    return " ".join(text.split())
+
+
+# -- names and keys ---------------------------------------------------------------------------
+
+
+def name_parts(name: str) -> NameParts:
+    """BibTeX's reading of "First von Last" ("Javier de Juan": von "de", last "Juan"). A name
+    typed all in lower case ("colby banbury") has no von part to find: first + last."""
+    words = _flat(name).split()
+    if len(words) > 1 and not any(c.isupper() for c in name):
+        return NameParts(first=words[:-1], last=words[-1:])
+    return parse_single_name_into_parts(" ".join(words), strict=False)
+
+
+def _ascii(text: str) -> str:
+    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
+    return re.sub(r"[^a-z0-9]", "", plain.lower())
+
+
+def _base_key(p: Paper) -> str:
+    author = _ascii("".join(name_parts(p.authors[0]).last)) if p.authors else ""
+    words = [_ascii(w) for w in _flat(p.title or p.label).split()]
+    word = next((w for w in words if w and w not in _TITLE_STOP), next(filter(None, words), ""))
+    year = str(p.year or "")
+    key = f"{author}{year}{word}" if author else f"{word}{year}"
+    return key or "paper"
+
+
+def _suffix(i: int) -> str:
+    """a, b, ..., z, aa, ab, ...: the letters BibTeX users expect after a clashing key."""
+    out = ""
+    i += 1
+    while i:
+        i, r = divmod(i - 1, 26)
+        out = chr(ord("a") + r) + out
+    return out
+
+
+def cite_keys(papers: Iterable[Paper]) -> dict[str, str]:
+    """paper_id -> citation key: first author's last name + year + first title word
+    ("gale2023megablocks"). Papers that share a key all get a, b, ... in paper-id order, so a
+    paper's key does not depend on the order it was listed in."""
+    groups: dict[str, list[str]] = {}
+    for p in papers:
+        ids = groups.setdefault(_base_key(p), [])
+        if p.paper_id not in ids:
+            ids.append(p.paper_id)
+    keys: dict[str, str] = {}
+    taken = {base for base, ids in groups.items() if len(ids) == 1}
+    for base, ids in sorted(groups.items()):
+        if len(ids) == 1:
+            keys[ids[0]] = base
+            continue
+        i = 0
+        for pid in sorted(ids):
+            while f"{base}{_suffix(i)}" in taken:
+                i += 1
+            keys[pid] = f"{base}{_suffix(i)}"
+            taken.add(keys[pid])
+    return keys
+
+
+# -- what kind of publication -----------------------------------------------------------------
+
+
+def _kind(p: Paper) -> str:
+    """A venue (MLSys, ICML, ...) is a conference; a journal ref alone is a journal; else an
+    arXiv preprint, or an untyped record."""
+    if p.venue:
+        return "conference"
+    if p.journal_ref:
+        return "journal"
+    return "preprint" if p.arxiv_id else "other"
+
+
+def _note(p: Paper) -> str | None:
+    """The journal ref, when the venue took the container's place and the ref says more."""
+    return p.journal_ref if p.venue and p.journal_ref and p.journal_ref != p.venue else None
+
+
+def _url(p: Paper) -> str | None:
+    if p.arxiv_id:
+        return f"https://arxiv.org/abs/{p.arxiv_id}"
+    return f"https://doi.org/{p.doi}" if p.doi else None
+
+
+def _date_parts(p: Paper) -> list[int]:
+    m = re.match(r"(\d{4})-(\d{2})-(\d{2})", p.date or "")
+    if m and (not p.year or int(m.group(1)) == p.year):
+        return [int(g) for g in m.groups()]
+    return [p.year] if p.year else []
+
+
+# -- BibTeX -----------------------------------------------------------------------------------
+
+_BIBTEX_TYPES = {"conference": "inproceedings", "journal": "article", "preprint": "misc", "other": "misc"}
+
+
+def _bibtex_name(name: str) -> str:
+    merged = name_parts(name).merge_last_name_first
+    # A bare "and" inside one name would split it in two.
+    return re.sub(r"(?<!\S)and(?!\S)", "{and}", latex(merged))
+
+
+def _bibtex_entry(p: Paper, key: str) -> Entry:
+    kind = _kind(p)
+    fields: list[tuple[str, str | None]] = [
+        ("author", " and ".join(_bibtex_name(a) for a in p.authors) or None),
+        ("title", latex(p.title or p.label)),
+        ("booktitle", latex(p.venue) if kind == "conference" and p.venue else None),
+        ("journal", latex(p.journal_ref) if kind == "journal" and p.journal_ref else None),
+        ("year", str(p.year) if p.year else None),
+        ("date", p.date if _date_parts(p)[1:] else None),
+        # doi, eprint and url are verbatim fields for biblatex: escaping "_" there would
+        # corrupt them, so they are written as they are.
+        ("doi", p.doi),
+        ("eprint", p.arxiv_id),
+        ("archivePrefix", "arXiv" if p.arxiv_id else None),
+        ("url", _url(p)),
+        ("note", latex(note) if (note := _note(p)) else None),
+        ("abstract", latex(p.abstract)),
+    ]
+    return Entry(_BIBTEX_TYPES[kind], key, [Field(k, v) for k, v in fields if v])
+
+
+def to_bibtex(papers: list[Paper]) -> str:
+    keys = cite_keys(papers)
+    library = bibtexparser.Library([_bibtex_entry(p, keys[p.paper_id]) for p in papers])
+    # In place: the default stack deep-copies every entry first (and warns on large exports).
+    stack = [AddEnclosingMiddleware(allow_inplace_modification=True, default_enclosing="{",
+                                    reuse_previous_enclosing=False, enclose_integers=False)]
+    return bibtexparser.write_string(library, unparse_stack=stack)
+
+
+# -- RIS --------------------------------------------------------------------------------------
+
+_RIS_TYPES = {"conference": "CONF", "journal": "JOUR", "preprint": "UNPB", "other": "GEN"}
+
+
+def _ris_name(name: str) -> str:
+    """RIS wants "Last, First, Suffix"."""
+    n = name_parts(name)
+    head = " ".join(n.von + n.last)
+    return ", ".join(part for part in (head, " ".join(n.first), " ".join(n.jr)) if part)
+
+
+def _ris_record(p: Paper, key: str) -> dict[str, Any]:
+    kind = _kind(p)
+    parts = _date_parts(p)
+    record: dict[str, Any] = {
+        "type_of_reference": _RIS_TYPES[kind],
+        "id": key,
+        "authors": [_ris_name(a) for a in p.authors],
+        "title": _flat(p.title or p.label),
+        "year": str(p.year) if p.year else None,
+        "date": "/".join(f"{x:02d}" for x in parts) + "/" if len(parts) == 3 else None,
+        "secondary_title": _flat(p.venue) if kind == "conference" and p.venue else None,
+        "journal_name": _flat(p.journal_ref) if kind == "journal" and p.journal_ref else None,
+        "notes": [_flat(note)] if (note := _note(p)) else [],
+        "doi": p.doi,
+        "urls": [url] if (url := _url(p)) else [],
+        "abstract": _flat(p.abstract),
+    }
+    return {k: v for k, v in record.items() if v}
+
+
+class _RisWriter(rispy.RisWriter):
+    def set_header(self, count: int) -> str:
+        return ""  # rispy numbers the records ("1."); RIS readers expect TY first
+
+
+def to_ris(papers: list[Paper]) -> str:
+    keys = cite_keys(papers)
+    return str(rispy.dumps([_ris_record(p, keys[p.paper_id]) for p in papers], implementation=_RisWriter))
+
+
+# -- CSL-JSON ---------------------------------------------------------------------------------
+
+_CSL_TYPES = {"conference": "paper-conference", "journal": "article-journal", "preprint": "article",
+              "other": "article"}
+
+
+def _csl_name(name: str) -> dict[str, str]:
+    n = name_parts(name)
+    parts = {"family": " ".join(n.last), "given": " ".join(n.first),
+             "non-dropping-particle": " ".join(n.von), "suffix": " ".join(n.jr)}
+    return {k: v for k, v in parts.items() if v}
+
+
+def _csl_item(p: Paper, key: str) -> dict[str, Any]:
+    kind = _kind(p)
+    parts = _date_parts(p)
+    item: dict[str, Any] = {
+        "id": key,
+        "type": _CSL_TYPES[kind],
+        "title": _flat(p.title or p.label),
+        "author": [_csl_name(a) for a in p.authors],
+        "issued": {"date-parts": [parts]} if parts else None,
+        "container-title": _flat(p.venue or p.journal_ref or "") if kind in ("conference", "journal") else None,
+        "note": _flat(note) if (note := _note(p)) else None,
+        "number": f"arXiv:{p.arxiv_id}" if kind == "preprint" else None,
+        "publisher": "arXiv" if kind == "preprint" else None,
+        "DOI": p.doi,
+        "URL": _url(p),
+        "abstract": _flat(p.abstract),
+    }
+    return {k: v for k, v in item.items() if v}
+
+
+def to_csl_json(papers: list[Paper]) -> str:
+    keys = cite_keys(papers)
+    return json.dumps([_csl_item(p, keys[p.paper_id]) for p in papers], indent=2, ensure_ascii=False) + "\n"
+
+
+# -- entry points -----------------------------------------------------------------------------
+
+_WRITERS: dict[str, Callable[[list[Paper]], str]] = {
+    "bibtex": to_bibtex, "ris": to_ris, "csl-json": to_csl_json,
+}
+
+
+def select(papers: list[Paper], ids: Iterable[str]) -> list[Paper]:
+    """The papers with these ids, in the order named (all of them when none is named)."""
+    ids = list(dict.fromkeys(ids))
+    if not ids:
+        return papers
+    by_id = {p.paper_id: p for p in papers}
+    if missing := [i for i in ids if i not in by_id]:
+        raise InputError(f"no paper with id {', '.join(map(repr, missing))} in the index",
+                         "list the ids with `rag papers`")
+    return [by_id[i] for i in ids]
+
+
+def export(papers: list[Paper], fmt: str) -> str:
+    """The papers as one BibTeX, RIS or CSL-JSON document, in the order given."""
+    if fmt not in _WRITERS:
+        raise InputError(f"unknown export format {fmt!r}", f"use one of: {', '.join(FORMATS)}")
+    return _WRITERS[fmt](papers)
+
+
+def format_for_path(path: Path) -> str:
+    """The format a file name asks for: .bib, .ris or .json."""
+    fmt = EXTENSIONS.get(path.suffix.lower())
+    if fmt is None:
+        choices = ", ".join(f"{ext} ({name})" for ext, name in EXTENSIONS.items())
+        raise InputError(f"{path}: cannot tell the export format from the extension {path.suffix!r}",
+                         f"name the file with one of: {choices}")
+    return fmt
+
+
+def write_export(papers: list[Paper], path: Path) -> str:
+    """Write the papers to path in the format its extension names; returns that format."""
+    path = Path(path)
+    fmt = format_for_path(path)
+    save(path, export(papers, fmt))
+    return fmt
+
+
+def save(path: Path, text: str) -> None:
+    """Write an export document, with a clear error where the file cannot be written."""
+    try:
+        path.write_text(text, encoding="utf-8")
+    except OSError as exc:
+        raise InputError(f"{path}: cannot write the export ({exc.strerror or exc})",
+                         "check that the folder exists and is writable") from None

@@ -1,0 +1,132 @@
+"""Search filters (venue, year range, source file, arXiv category) and their translation into
+metadata conditions the store evaluates itself, instead of a list of every allowed paper id.
+
+Year ranges and categories are exact conditions on stored metadata (`year`, `categories`).
+Venue and source are substring matches ("Only papers whose venue mentions this"), which
+Chroma's metadata filters cannot express (`$contains` applies to documents and to array
+members, never to a substring of a metadata string). So: a source becomes `$in` over the
+*files* whose path contains it (a handful, not a paper each); a venue becomes conditions on
+the stored words of its fields, each partial word widened to the corpus's words that contain
+it. Both are supersets of the exact match; `Filters.accepts` then decides exactly on the few
+papers that come back.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterable
+from dataclasses import astuple, dataclass
+from typing import Any
+
+from rag.corpus.paper import Paper, category_keys, venue_text, venue_words
+from rag.errors import InputError
+
+MAX_WIDENED = 64  # corpus words a partial venue word may stand for before it is left to accepts()
+NOTHING = {"paper_id": {"$in": ["\0none"]}}  # a condition no paper meets
+
+
+@dataclass
+class Filters:
+    venue: str | None = None
+    year_from: int | None = None
+    year_to: int | None = None
+    source: str | None = None
+    category: str | None = None
+
+    @classmethod
+    def parse(cls, venue: str | None = None, year: str | int | None = None,
+              source: str | None = None, *, category: str | None = None) -> Filters:
+        f = cls(venue=venue or None, source=source or None, category=(category or "").strip() or None)
+        if year is not None and str(year).strip():
+            text = str(year).strip()
+            m = re.fullmatch(r"(\d{4})?\s*(?:-|\.\.|–)\s*(\d{4})?|(\d{4})", text)
+            if not m or text in ("-", ".."):
+                raise InputError(
+                    f"year filter {text!r} is not a year or range",
+                    "use 2023, 2022-2023, 2022- or -2023",
+                )
+            if m.group(3):
+                f.year_from = f.year_to = int(m.group(3))
+            else:
+                f.year_from = int(m.group(1)) if m.group(1) else None
+                f.year_to = int(m.group(2)) if m.group(2) else None
+                if f.year_from and f.year_to and f.year_from > f.year_to:
+                    raise InputError(f"year range {text!r} ends before it starts",
+                                     f"did you mean {f.year_to}-{f.year_from}?")
+        return f
+
+    def active(self) -> bool:
+        return any(v is not None for v in astuple(self))
+
+    def key(self) -> tuple[Any, ...]:
+        return astuple(self)
+
+    def accepts(self, p: Paper) -> bool:
+        if self.year_from is not None and (p.year is None or p.year < self.year_from):
+            return False
+        if self.year_to is not None and (p.year is None or p.year > self.year_to):
+            return False
+        if self.source and self.source not in p.source:
+            return False
+        if self.category and self.category.lower() not in category_keys(p.categories):
+            return False
+        return not (self.venue and self.venue.lower() not in venue_text(p))
+
+
+class Conditions:
+    """Builds the store's metadata conditions for filters over one snapshot of the papers."""
+
+    def __init__(self, papers: Iterable[Paper]) -> None:
+        words: set[str] = set()
+        sources: set[str] = set()
+        for p in papers:
+            words.update(venue_words(p))
+            sources.add(p.source)
+        self.words, self.sources, self._known = sorted(words), sorted(sources), words
+
+    def where(self, f: Filters) -> dict[str, Any] | None:
+        """Conditions every chunk of an accepted paper meets (None: no condition); NOTHING
+        when no paper can match."""
+        conds: list[dict[str, Any]] = []
+        if f.year_from is not None:
+            conds.append({"year": {"$gte": f.year_from}})
+        if f.year_to is not None:
+            conds.append({"year": {"$lte": f.year_to}})
+            if f.year_from is None:
+                conds.append({"year": {"$gte": 1}})  # 0 is stored for "no year"
+        if f.category:
+            conds.append({"categories": {"$contains": f.category.lower()}})
+        if f.source:
+            files = [s for s in self.sources if f.source in s]
+            if not files:
+                return NOTHING
+            conds.append({"source": {"$in": files}} if len(files) > 1 else {"source": files[0]})
+        if f.venue:
+            venue = self._venue(f.venue.lower())
+            if venue is NOTHING:
+                return NOTHING
+            conds += venue
+        if not conds:
+            return None
+        return conds[0] if len(conds) == 1 else {"$and": conds}
+
+    def _venue(self, text: str) -> Any:
+        tokens = re.findall(r"\w+", text)
+        out: list[dict[str, Any]] = []
+        for i, tok in enumerate(tokens):
+            # A substring may begin inside a word and end inside one: its first word is the end
+            # of a stored word, its last the start of one, a lone word any part of one.
+            if len(tokens) == 1:
+                found = [w for w in self.words if tok in w]
+            elif i == 0:
+                found = [w for w in self.words if w.endswith(tok)]
+            elif i == len(tokens) - 1:
+                found = [w for w in self.words if w.startswith(tok)]
+            else:
+                found = [tok] if tok in self._known else []
+            if not found:
+                return NOTHING
+            if len(found) <= MAX_WIDENED:
+                options = [{"venue_words": {"$contains": w}} for w in found]
+                out.append(options[0] if len(options) == 1 else {"$or": options})
+        return out

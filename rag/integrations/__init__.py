@@ -1,0 +1,1 @@
+"""Adapters that let other frameworks use rag's index (imported only by their users)."""

@@ -1,0 +1,176 @@
+"""Fielded matching of a query against the papers' records: arXiv id, DOI, paper id, author
+names, venue and year phrases ("Which paper has arXiv id 2303.01277?", "papers by Trevor Gale
+and Matei Zaharia", "published at AAAI 2023").
+
+Neither half of retrieval sees these: the dense model knows no ids or names, BM25 indexes the
+text (title, authors, abstract) but not ids, venues or years. `fuse` adds the matches to the
+retriever's reciprocal-rank fusion as one more ranking, weighted by how much of the record the
+query names. Written by hand: the fields are a handful of strings per paper and no library
+here does fielded matching over them without a search server.
+"""
+
+from __future__ import annotations
+
+import re
+import threading
+import unicodedata
+from collections.abc import Iterable
+from dataclasses import dataclass
+from typing import Any
+
+from rag.corpus.paper import Paper
+
+# Points a paper earns per field the query names. An id or DOI identifies one paper; an
+# author's full name nearly does; a venue or a year narrows to many. `fuse` weighs a match by
+# its points, so "AAAI 2023" (venue + year) outranks the papers that only share the year.
+ID_POINTS, AUTHOR_POINTS, SURNAME_POINTS, VENUE_POINTS, YEAR_POINTS = 4.0, 2.0, 1.0, 1.0, 0.5
+# Matches within this many points of the best one form the ranking (ties of a venue's papers
+# stay together; the papers that only share the year with "AAAI 2023" drop out).
+KEEP_WITHIN = 0.5
+# Weight of the metadata ranking in the fusion, per point: chosen with scripts/fit_relevance.py
+# --metadata-grid on the fit split's 21 metadata questions (the paper in `rag search`'s top 5):
+# 0 -> 0.571, 0.5 -> 0.905, 1, 2 and 4 -> 1.000; 2 is the middle of that plateau (held-out
+# with 2: 1.000 of 21).
+WEIGHT_PER_POINT = 2.0
+
+_ARXIV = re.compile(r"(?<![\d.])(\d{4}\.\d{4,5})(?:v\d+)?(?![\d])")
+_DOI = re.compile(r"\b(10\.\d{4,9}/[^\s\"'<>]+)", re.I)
+_YEAR = re.compile(r"(?<![\d.])((?:19|20)\d{2})(?![\d.])")
+_SHORT_YEAR = re.compile(r"[A-Za-z]'(\d{2})\b")  # ICCV'23
+_TOKEN = re.compile(r"[\w][\w'-]*")
+_ID_CUE = re.compile(r"\b(pmid|pubmed|id|identifier|doc(?:ument)?|record)\b", re.I)
+_YEAR_CUE = re.compile(r"\b(published|appeared|accepted|presented|year|papers? (?:from|of|in)|"
+                       r"studies (?:from|of|in)|works? (?:from|of|in)|dated)\b", re.I)
+_VENUE_NOTE = re.compile(r"(?i:\b(accepted|conference|proceedings|workshop|symposium|journal)\b)|"
+                         r"\b[A-Z][A-Z-]{2,}'?\s?\d{2,4}\b")
+# Words of a venue note that name no venue.
+_NOT_VENUE = frozenset(
+    ["accepted", "by", "at", "in", "to", "for", "the", "of", "on", "and", "conference", "international", "proceedings", "workshop", "symposium", "journal", "annual", "transactions", "main", "track", "paper", "papers", "pages", "figures", "figure", "tables", "appendix", "text", "preprint", "code", "available", "arxiv", "admin", "note", "substantial", "overlap", "with"])
+
+
+def venue_note(paper: Paper) -> str | None:
+    """The comment line that names where the paper appeared ("ICML 2022", "Accepted by ...")."""
+    return next((c for c in paper.comments if _VENUE_NOTE.search(c)), None)
+
+
+def _norm(text: str) -> str:
+    return unicodedata.normalize("NFKC", text).lower()
+
+
+@dataclass(frozen=True)
+class MetaMatch:
+    paper_id: str
+    points: float
+    fields: tuple[str, ...]  # "arxiv_id", "doi", "paper_id", "author", "venue", "year"
+
+
+class MetadataIndex:
+    """The fields of one snapshot's papers, indexed for matching queries."""
+
+    def __init__(self, papers: Iterable[Paper]) -> None:
+        self.ids: dict[str, str] = {}  # arXiv id, DOI, paper id (and its part after "pubmed:")
+        self.authors: dict[str, set[str]] = {}  # full name, lower-cased -> papers
+        self.surnames: dict[str, set[str]] = {}
+        self.venues: dict[str, set[str]] = {}  # venue word, lower-cased -> papers
+        self.years: dict[str, set[int]] = {}  # paper -> years (its own, and its venue note's)
+        for p in papers:
+            for key in (p.arxiv_id, p.doi and p.doi.lower(), p.paper_id.lower(),
+                        p.paper_id.split(":", 1)[-1].lower()):
+                if key and any(c.isdigit() for c in key) and len(key) >= 5:
+                    self.ids.setdefault(key, p.paper_id)
+            for author in p.authors:
+                name = " ".join(_norm(author).split())
+                if len(name) >= 5 and " " in name:
+                    self.authors.setdefault(name, set()).add(p.paper_id)
+                    self.surnames.setdefault(name.rsplit(" ", 1)[1], set()).add(p.paper_id)
+            years = {p.year} if p.year else set()
+            notes = [p.venue or "", p.journal_ref or ""] + [c for c in p.comments if _VENUE_NOTE.search(c)]
+            for note in notes:
+                for word in _TOKEN.findall(re.sub(r"\d+", " ", _norm(note.split(". ")[0]))):
+                    word = word.strip("'-")
+                    if len(word) >= 3 and word not in _NOT_VENUE:
+                        self.venues.setdefault(word, set()).add(p.paper_id)
+                years |= {int(y) for y in _YEAR.findall(note)}
+                years |= {2000 + int(y) for y in _SHORT_YEAR.findall(note)}
+            self.years[p.paper_id] = {y for y in years if y}
+        # A surname names a paper only when few papers share it ("Lamy-Poirier", not "Li").
+        self.surnames = {s: ids for s, ids in self.surnames.items() if len(s) >= 4 and len(ids) <= 3}
+
+    def match(self, query: str) -> list[MetaMatch]:
+        """Papers the query names by a field of their record, most points first."""
+        q = " ".join(_norm(query).split())
+        points: dict[str, float] = {}
+        fields: dict[str, list[str]] = {}
+
+        def add(pid: str, pts: float, name: str) -> None:
+            points[pid] = points.get(pid, 0.0) + pts
+            fields.setdefault(pid, []).append(name)
+
+        wanted = set(_ARXIV.findall(q)) | {d.rstrip(".,;:?!)") for d in _DOI.findall(q)}
+        if _ID_CUE.search(q):
+            wanted |= {t for t in _TOKEN.findall(q) if any(c.isdigit() for c in t)}
+        for key in wanted:
+            if key in self.ids:
+                add(self.ids[key], ID_POINTS, "id")
+        words = set(_TOKEN.findall(q))
+        for name, ids in self.authors.items():
+            if name in q and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", q):
+                for pid in ids:
+                    add(pid, AUTHOR_POINTS, "author")
+        for surname, ids in self.surnames.items():
+            if surname in words:
+                for pid in ids:
+                    if "author" not in fields.get(pid, []):
+                        add(pid, SURNAME_POINTS, "author")
+        for word in words & set(self.venues):
+            for pid in self.venues[word]:
+                if "venue" not in fields.get(pid, []):
+                    add(pid, VENUE_POINTS, "venue")
+        asked_years = {int(y) for y in _YEAR.findall(q)}
+        if asked_years:
+            cue = bool(_YEAR_CUE.search(q))
+            for pid, years in self.years.items():
+                # A year alone names a paper only when the question asks about publication.
+                if years & asked_years and (cue or pid in points):
+                    add(pid, YEAR_POINTS, "year")
+        if not points:
+            return []
+        best = max(points.values())
+        kept = [MetaMatch(pid, pts, tuple(fields[pid])) for pid, pts in points.items()
+                if pts >= best - KEEP_WITHIN]
+        return sorted(kept, key=lambda m: -m.points)
+
+
+_indexes: dict[int, tuple[Any, MetadataIndex]] = {}
+_lock = threading.Lock()
+
+
+def index_for(snapshot: Any) -> MetadataIndex:
+    """The MetadataIndex of a retrieval snapshot (built once per snapshot)."""
+    with _lock:
+        hit = _indexes.get(id(snapshot))
+        if hit is not None and hit[0] is snapshot:
+            return hit[1]
+    index = MetadataIndex(snapshot.papers.values())
+    with _lock:
+        if len(_indexes) >= 8:
+            _indexes.clear()
+        _indexes[id(snapshot)] = (snapshot, index)
+    return index
+
+
+def fuse(fused: dict[str, float], query: str, snapshot: Any, chunks: dict[str, list[str]],
+         allowed: set[str] | None, rrf_k: int) -> dict[str, float]:
+    """The fused chunk scores with the metadata ranking added: the best chunk of each paper the
+    query names gains WEIGHT_PER_POINT x points / (rrf_k + rank), as one more reciprocal-rank
+    list whose vote counts as much as the record's fields say."""
+    matches = [m for m in index_for(snapshot).match(query)
+               if (allowed is None or m.paper_id in allowed) and chunks.get(m.paper_id)]
+    if not matches:
+        return fused
+    out = dict(fused)
+    ranked = sorted(matches, key=lambda m: (-m.points, -max(fused.get(c, 0.0) for c in chunks[m.paper_id])))
+    for rank, m in enumerate(ranked, 1):
+        best = max(chunks[m.paper_id], key=lambda c: fused.get(c, 0.0))
+        out[best] = out.get(best, 0.0) + WEIGHT_PER_POINT * m.points / (rrf_k + rank)
+    return out

@@ -1,0 +1,149 @@
+"""What the store keeps for each chunk and each paper (metadata, sentence vectors), as plain
+data: rag.store writes and reads these records, and upgrades indexes written in an earlier
+format without embedding anything again.
+
+Format 4 (this one): each chunk also carries LlamaIndex's node keys (`_node_content`, the
+node without its text, `_node_type`, and `ref_doc_id`/`doc_id`/`document_id` = the paper id),
+so LlamaIndex's ChromaVectorStore reads the chunks as nodes of their paper; the paper record
+(`paper`) is stored once, on the paper's first chunk (chunk 0), no longer on every chunk.
+Format 3: every chunk carries its paper's `venue_words` and `categories` (arrays) for native
+filters; a paper's abstract sentences and their vectors are one record, read by paper id.
+Format 2 (indexes without a `format` key) stored one record per sentence in an HNSW
+collection, which no query ever searched by vector.
+"""
+
+from __future__ import annotations
+
+import base64
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+from rag.corpus.paper import Paper, category_keys, venue_words
+
+FORMAT = 4
+
+
+def paper_metadata(paper: Paper) -> dict[str, Any]:
+    """The metadata every chunk of a paper carries (computed once per paper)."""
+    meta: dict[str, Any] = {
+        "content_hash": paper.content_hash(),
+        "source": paper.source,
+        # where the file was when ingested: --prune checks this, whatever the working directory
+        "source_path": str(Path(paper.source).resolve()),
+        "label": paper.label,
+        "title": paper.title or "",
+        "venue": (paper.venue or "").lower(),
+        "year": paper.year or 0,
+        "paper": json.dumps(paper.to_dict(), ensure_ascii=False),
+    }
+    meta.update(filter_metadata(paper))
+    return meta
+
+
+def chunk_metadata(paper: Paper, chunk_id: str, index: int, n_chunks: int,
+                   base: dict[str, Any]) -> dict[str, Any]:
+    """One chunk's metadata: its place, its paper's `base` (the record only on chunk 0), and
+    the keys LlamaIndex's vector stores write and read, made by LlamaIndex itself (imported
+    here only: writing happens at ingest, which already uses its sentence splitter)."""
+    from llama_index.core.schema import NodeRelationship, RelatedNodeInfo, TextNode
+    from llama_index.core.vector_stores.utils import node_to_metadata_dict
+
+    node = TextNode(
+        id_=chunk_id, text="",
+        metadata={"paper_id": paper.paper_id, "chunk": index, "title": paper.title or "",
+                  "label": paper.label, "year": paper.year, "venue": paper.venue},
+        excluded_llm_metadata_keys=["paper_id", "chunk", "label"],
+        excluded_embed_metadata_keys=["paper_id", "chunk", "label", "year", "venue"],
+        relationships={NodeRelationship.SOURCE: RelatedNodeInfo(node_id=paper.paper_id)})
+    own = {"paper_id": paper.paper_id, "chunk": index, "n_chunks": n_chunks, **base}
+    if index != 0:
+        own.pop("paper", None)
+    return {**node_to_metadata_dict(node, remove_text=True, flat_metadata=True), **own}
+
+
+def filter_metadata(paper: Paper) -> dict[str, list[str]]:
+    """The arrays native filters test with `$contains` (Chroma takes no empty array)."""
+    out = {"venue_words": venue_words(paper), "categories": category_keys(paper.categories)}
+    return {k: v for k, v in out.items() if v}
+
+
+def sentence_record(paper_id: str, sentences: list[str], vectors: np.ndarray
+                    ) -> tuple[dict[str, Any], np.ndarray]:
+    """One paper's sentences as (metadata, the record's own vector).
+
+    The vectors travel as base64 float32 in the metadata: exact, and read back with the
+    record by id. The record's own vector (the store needs one) is their normalised mean; it
+    is never searched.
+    """
+    vecs = np.ascontiguousarray(vectors, dtype=np.float32).reshape(len(sentences), -1)
+    mean = vecs.mean(axis=0)
+    mean /= max(float(np.linalg.norm(mean)), 1e-12)
+    meta = {"paper_id": paper_id, "sentences": json.dumps(sentences, ensure_ascii=False),
+            "dim": int(vecs.shape[1]), "vectors": base64.b64encode(vecs.tobytes()).decode("ascii")}
+    return meta, mean
+
+
+def read_sentence_record(meta: dict[str, Any]) -> tuple[list[str], np.ndarray]:
+    sentences = json.loads(meta["sentences"])
+    vecs = np.frombuffer(base64.b64decode(meta["vectors"]), dtype=np.float32)
+    return sentences, vecs.reshape(len(sentences), int(meta["dim"])).copy()
+
+
+def group_sentence_rows(documents: list[str], metadatas: list[dict[str, Any]],
+                        embeddings: Any) -> dict[str, tuple[list[str], np.ndarray]]:
+    """Format 2's one-record-per-sentence rows, as each paper's sentences in order."""
+    rows: dict[str, list[tuple[int, str, Any]]] = {}
+    for doc, meta, vec in zip(documents, metadatas, embeddings, strict=True):
+        rows.setdefault(meta["paper_id"], []).append((meta["n"], doc, vec))
+    out = {}
+    for pid, items in rows.items():
+        items.sort(key=lambda t: t[0])
+        out[pid] = ([t[1] for t in items], np.asarray([t[2] for t in items], dtype=np.float32))
+    return out
+
+
+def upgrade(store: Any, old_sentences: str, batch: int = 500) -> None:
+    """Format 2 -> 3 in place, through the store's own collections: chunks get their filter
+    metadata, sentence vectors move to one record per paper, and the format is recorded last,
+    so a stopped upgrade simply runs again. Nothing is embedded again."""
+    metas = store._get_all(["metadatas"])
+    papers = {m["paper_id"]: m["paper"] for m in metas["metadatas"] if "paper" in m}
+    fmt = int((store.collection.metadata or {}).get("format", 2))
+    if fmt < 4:  # LlamaIndex's node keys, and the paper record on chunk 0 only
+        records = {pid: Paper.from_dict(json.loads(doc)) for pid, doc in papers.items()}
+        nodes = [(cid, {**chunk_metadata(records[m["paper_id"]], cid, m["chunk"], m["n_chunks"], {}),
+                        **({"paper": None} if m["chunk"] != 0 else {})})
+                 for cid, m in zip(metas["ids"], metas["metadatas"], strict=True)]
+        for start in range(0, len(nodes), batch):
+            part = nodes[start : start + batch]
+            store.collection.update(ids=[c for c, _ in part], metadatas=[e for _, e in part])
+    if fmt >= 3:
+        _record_format(store)
+        return
+    extra = {pid: filter_metadata(Paper.from_dict(json.loads(doc))) for pid, doc in papers.items()}
+    todo = [(cid, extra[m["paper_id"]]) for cid, m in zip(metas["ids"], metas["metadatas"], strict=True)
+            if extra[m["paper_id"]]]
+    for start in range(0, len(todo), batch):
+        part = todo[start : start + batch]
+        store.collection.update(ids=[c for c, _ in part], metadatas=[e for _, e in part])
+    if any(c.name == old_sentences for c in store.client.list_collections()):
+        previous = store.client.get_collection(old_sentences, embedding_function=None)
+        ids = sorted(papers)
+        for start in range(0, len(ids), batch):
+            group = ids[start : start + batch]
+            page = previous.get(where={"paper_id": {"$in": group}},
+                                include=["documents", "metadatas", "embeddings"])
+            rows = group_sentence_rows(page["documents"], page["metadatas"], page["embeddings"])
+            store._put_sentences([(pid, *sentence_record(pid, *rows[pid])) for pid in group
+                                  if pid in rows])
+        store.client.delete_collection(old_sentences)
+    _record_format(store)
+
+
+def _record_format(store: Any) -> None:
+    meta = dict(store.collection.metadata or {})
+    meta["format"] = FORMAT
+    store.collection.modify(metadata=meta)

@@ -1,0 +1,509 @@
+"""Fit the relevance models (rag/relevance_params.json) on the fit split of three corpora.
+
+    nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
+        [--scifact-home DIR] [--write] [--metadata-grid]
+
+Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
+abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
+question of these sets of the index named, fit split only:
+
+    evals/questions.yaml                    seeds/     fact, list, metadata, unanswerable
+    evals/pubmedqa/questions.yaml           pubmedqa   own question -> own abstract; MeSH lists
+    evals/scifact/questions.yaml            scifact    claim -> abstracts with rationale sentences
+    evals/cross/seeds-on-pubmedqa.yaml      pubmedqa   all unanswerable there
+    evals/cross/pubmedqa-on-seeds.yaml      default    all unanswerable there
+
+and fits four logistic regressions (numpy, L2 chosen by 5-fold cross-validation over
+questions): `member` (is this candidate in the "which papers" list), `source` (does this
+paper answer the fact question), `answer` (does the index answer the question at all) and
+`sentence` (does this sentence answer). Each corpus and kind of question weighs the same, so
+500 PubMedQA questions do not drown 100 seeds ones. Decision thresholds: member and source
+maximise mean F1 over the fit questions; answer is the highest bound at which no corpus
+abstains on more than 5% of its answerable questions (the issue's false-abstention bound);
+all three on out-of-fold probabilities (5 folds over the fit questions), and the answer model
+learns from out-of-fold paper probabilities, as it will meet them on unseen questions.
+Prints the decisions' figures on the fit and the held-out split; `--write` stores the params.
+The same decisions through the whole answering pipeline, per corpus and split: `rag eval`
+with each set and its index (evals/README.md). `--metadata-grid` instead prints, for each
+candidate weight of the metadata ranking in retrieval (rag.metadata_match.WEIGHT_PER_POINT),
+how often `rag search` has the paper of a metadata question in its top 5, fit and held-out.
+"""
+
+from __future__ import annotations
+
+import argparse
+import json
+import sys
+import time
+from collections import defaultdict
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rag.config import Settings  # noqa: E402
+from rag.eval.metrics import normalise  # noqa: E402
+from rag.eval.sets import load_set, resolve_refs  # noqa: E402
+from rag.relevance.features import (  # noqa: E402
+    PAPER_FEATURES,
+    QUESTION_FEATURES,
+    SENTENCE_FEATURES,
+    WANTS_NUMBER,
+    sentence_rows,
+    terms,
+)
+
+SHARED = ROOT.parent / "shared" / "benchmarks"
+CORPORA = {"default": ROOT / "seeds", "pubmedqa": SHARED / "pubmedqa" / "corpus.jsonl",
+           "scifact": SHARED / "scifact" / "corpus.jsonl"}
+RUNS = [("seeds", "evals/questions.yaml", "default"),
+        ("pubmedqa", "evals/pubmedqa/questions.yaml", "pubmedqa"),
+        ("scifact", "evals/scifact/questions.yaml", "scifact"),
+        ("cross", "evals/cross/seeds-on-pubmedqa.yaml", "pubmedqa"),
+        ("cross", "evals/cross/pubmedqa-on-seeds.yaml", "default")]
+POOL = {"fact": 50, "list": 100, "list_divisor": 5, "list_max": 400}
+L2_GRID = (0.01, 0.1, 1.0, 10.0)
+FALSE_ABSTENTION = 0.05  # the most false abstention the answer bound may cost, per corpus
+EXTRACT_VERSION = 2  # bump when extract() changes: the cached features are then recomputed
+PARAMS = ROOT / "rag" / "relevance_params.json"
+
+
+# -- indexes ------------------------------------------------------------------------------
+
+
+def settings_for(index: str, home: Path, scifact_home: Path | None) -> Settings:
+    where = scifact_home if index == "scifact" and scifact_home else home
+    return Settings(home=where, index=index, seeds=ROOT / "seeds", llm="none")
+
+
+def ensure_index(settings: Settings) -> None:
+    from rag.ingest import ingest
+
+    # Incremental: an index already built is only checked (and upgraded to the current
+    # store format), nothing is embedded again.
+    print(f"index {settings.index} under {settings.home} ...", file=sys.stderr)
+    ingest([CORPORA[settings.index]], settings, show_progress=False)
+
+
+def relevance_for(settings: Settings, params: dict[str, Any] | None = None) -> Any:
+    from rag.judge import Judge
+    from rag.relevance import Relevance
+    from rag.retrieve import Retriever
+
+    retriever = Retriever(settings)
+    return Relevance(retriever, Judge(retriever.embedder), params or {"models": {}, "pool": POOL})
+
+
+# -- what each question looks like to the relevance features ------------------------------
+
+
+def extract(rel: Any, corpus: str, set_path: Path, splits: set[str]) -> list[dict[str, Any]]:
+    """Per question: its candidates' features and labels (the pipeline's own list detection)."""
+    from rag import metadata_match
+    from rag.answering.questions import is_list_question, topic_of
+
+    questions = [q for q in load_set(ROOT / set_path) if q.split in splits and q.kind != "followup"]
+    refs = resolve_refs(questions, rel.retriever.papers(), set_path, rel.retriever.settings.index)
+    snap = rel.retriever.snapshot()
+    out = []
+    for q in questions:
+        question = q.turns[0]
+        list_q = is_list_question(question)
+        text = topic_of(question) if list_q else question
+        hits = rel.retriever.search(text, rel.pool_size(list_q))
+        if not hits:
+            continue
+        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(question)}
+        named = set(rel.named(question, [h.paper for h in hits]))
+        qvec = rel.retriever.embed_query(text)
+        relevant = {refs[r] for r in q.papers}
+        out.append({
+            "id": q.id, "corpus": corpus, "kind": q.kind, "split": q.split, "near_miss": q.near_miss,
+            "question": question, "text": text, "list": list_q, "qvec": qvec, "hits": hits,
+            "named": named, "relevant": relevant, "facts": q.facts,
+            "rows": rel.paper_rows(text, qvec, hits, meta, named),
+            "labels": [float(h.paper.paper_id in relevant) for h in hits],
+        })
+    return out
+
+
+# -- logistic regression ------------------------------------------------------------------
+
+
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> tuple[np.ndarray, float]:
+    """Weighted L2-regularised logistic regression by Newton's method (x standardised)."""
+    n, d = x.shape
+    xb = np.hstack([x, np.ones((n, 1))])
+    beta = np.zeros(d + 1)
+    reg = np.full(d + 1, l2)
+    reg[-1] = 0.0
+    w = w / w.sum()
+    for _ in range(50):
+        p = 1 / (1 + np.exp(-np.clip(xb @ beta, -40, 40)))
+        grad = xb.T @ (w * (p - y)) + reg * beta
+        hess = (xb * (w * p * (1 - p))[:, None]).T @ xb + np.diag(reg) + 1e-9 * np.eye(d + 1)
+        step = np.linalg.solve(hess, grad)
+        beta -= step
+        if np.abs(step).max() < 1e-8:
+            break
+    return beta[:-1], float(beta[-1])
+
+
+def log_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, coef: np.ndarray, bias: float) -> float:
+    p = np.clip(1 / (1 + np.exp(-np.clip(x @ coef + bias, -40, 40))), 1e-9, 1 - 1e-9)
+    return float(-(w * (y * np.log(p) + (1 - y) * np.log(1 - p))).sum() / w.sum())
+
+
+def fit_model(names: tuple[str, ...], rows: list[dict[str, float]], y: list[float], w: list[float],
+              groups: list[str], l2: float | None = None) -> dict[str, Any]:
+    """Standardise, pick L2 by 5-fold CV over question groups, fit on all; no threshold yet."""
+    x = np.array([[r[n] for n in names] for r in rows], dtype=np.float64)
+    ya, wa = np.asarray(y), np.asarray(w)
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale < 1e-9] = 1.0
+    xs = (x - mean) / scale
+    uniq = sorted(set(groups))
+    fold = {g: i % 5 for i, g in enumerate(np.random.default_rng(12).permutation(uniq))}
+    folds = np.array([fold[g] for g in groups])
+    best = None if l2 is None else (0.0, l2)
+    for lam in L2_GRID if l2 is None else ():
+        loss = 0.0
+        for k in range(5):
+            tr, te = folds != k, folds == k
+            if not te.any() or len(set(ya[tr])) < 2:
+                continue
+            coef, bias = fit_logistic(xs[tr], ya[tr], wa[tr], lam)
+            loss += log_loss(xs[te], ya[te], wa[te], coef, bias) * wa[te].sum()
+        if best is None or loss < best[0]:
+            best = (loss, lam)
+    assert best is not None
+    coef, bias = fit_logistic(xs, ya, wa, best[1])
+    return {"names": list(names), "mean": mean.tolist(), "scale": scale.tolist(),
+            "coef": coef.tolist(), "bias": bias, "threshold": 0.5, "l2": best[1], "n": len(rows)}
+
+
+def probs(model: dict[str, Any], rows: list[dict[str, float]]) -> np.ndarray:
+    from rag.relevance.features import Model
+
+    return Model.from_dict(model).probabilities(rows)
+
+
+def out_of_fold(names: tuple[str, ...], part: list[dict[str, Any]], l2: float, data: Any,
+                rows_of: Any) -> dict[str, np.ndarray]:
+    """Question key -> what a model fitted without that question's fold (5 folds over
+    questions) says of it. Thresholds are chosen on these, and the answer model learns from
+    them: in-sample probabilities of the fit questions are overconfident, and a bound or a
+    weight chosen on them does not hold on questions the model has not seen."""
+    keys = sorted({it["id"] + it["corpus"] for it in part})
+    fold = {g: i % 5 for i, g in enumerate(np.random.default_rng(12).permutation(keys))}
+    out: dict[str, np.ndarray] = {}
+    for k in range(5):
+        model = fit_model(names, *data([it for it in part if fold[it["id"] + it["corpus"]] != k]), l2=l2)
+        for it in part:
+            if fold[it["id"] + it["corpus"]] == k:
+                out[it["id"] + it["corpus"]] = probs(model, rows_of(it))
+    return out
+
+
+def weights(items: list[dict[str, Any]], key: Any) -> dict[str, float]:
+    """Question id -> weight: every group (corpus, kind) weighs the same in total."""
+    by_group: dict[str, list[str]] = defaultdict(list)
+    for it in items:
+        by_group[key(it)].append(it["id"] + it["corpus"])
+    return {qid: 1.0 / len(ids) for ids in by_group.values() for qid in ids}
+
+
+def paper_data(items: list[dict[str, Any]]) -> tuple[list[dict[str, float]], list[float], list[float], list[str]]:
+    qw = weights(items, lambda it: f"{it['corpus']}-{it['kind']}")
+    rows, y, w, g = [], [], [], []
+    for it in items:
+        pos = sum(it["labels"])
+        neg = len(it["labels"]) - pos
+        for row, label in zip(it["rows"], it["labels"], strict=True):
+            share = 0.5 / pos if label else (0.5 if pos else 1.0) / neg
+            rows.append(row)
+            y.append(label)
+            w.append(qw[it["id"] + it["corpus"]] * share)
+            g.append(it["id"] + it["corpus"])
+    return rows, y, w, g
+
+
+# -- thresholds ---------------------------------------------------------------------------
+
+
+def f1(chosen: set[str], relevant: set[str]) -> float:
+    hit = len(chosen & relevant)
+    return 2 * hit / (len(chosen) + len(relevant)) if hit else 0.0
+
+
+def best_member_threshold(items: list[dict[str, Any]], p_of: Any) -> float:
+    """The bound on P(member) that maximises mean F1 over answerable fit questions, given
+    each question's (out-of-fold) probabilities `p_of(item)`."""
+    scored = [(it, p_of(it)) for it in items if it["relevant"]]
+    grid = np.linspace(0.05, 0.95, 91)
+
+    def mean_f1(t: float) -> float:
+        vals = []
+        for it, p in scored:
+            chosen = {h.paper.paper_id for h, pi in zip(it["hits"], p, strict=True) if pi >= t}
+            if not chosen:
+                chosen = {it["hits"][int(np.argmax(p))].paper.paper_id}
+            vals.append(f1(chosen, it["relevant"]))
+        return float(np.mean(vals))
+
+    return float(max(grid, key=mean_f1))
+
+
+def answer_threshold(p: np.ndarray, y: np.ndarray, corpora: list[str]) -> float:
+    """The highest bound on P(answerable) (the most abstention on unanswerable questions) at
+    which no corpus abstains on more than FALSE_ABSTENTION of its answerable fit questions,
+    the issue's bound on false abstention."""
+    best = 0.02
+    for t in np.linspace(0.02, 0.98, 97):
+        rates = [float((p[(y == 1) & (np.array(corpora) == c)] < t).mean())
+                 for c in sorted(set(corpora)) if ((y == 1) & (np.array(corpora) == c)).any()]
+        if max(rates) <= FALSE_ABSTENTION:
+            best = float(t)
+    return best
+
+
+# -- the question as a whole, and sentences -----------------------------------------------
+
+
+def add_question_rows(rel: Any, items: list[dict[str, Any]], models: dict[str, Any],
+                      oof: dict[str, np.ndarray]) -> None:
+    """The question-level features, from out-of-fold paper probabilities for fit questions."""
+    for it in items:
+        p = oof.get(it["id"] + it["corpus"])
+        if p is None:
+            p = probs(models["member" if it["list"] else "source"], it["rows"])
+        it["paper_probs"] = p
+        it["qrow"] = rel.question_row(it["question"], it["text"], it["qvec"], it["hits"],
+                                      it["rows"], p, it["named"], it["list"])
+
+
+def _is_answer(corpus: str, sentence: str, facts: list[str]) -> bool:
+    s = normalise(sentence).rstrip(". ")
+    alts = [normalise(a).rstrip(". ") for f in facts for a in f.split("|") if a.strip()]
+    if corpus == "seeds":
+        return any(a in s for a in alts)
+    # PubMedQA conclusions and SciFact rationales are whole sentences; the two sentence
+    # splitters may cut them a little differently.
+    return any(a == s or (len(s) > 40 and s in a) or (len(a) > 40 and a in s) for a in alts)
+
+
+def sentence_data(rel: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Per answerable fact question: each sentence of each paper that answers it, labelled."""
+    import re
+
+    from rag.corpus.text import short_label
+
+    out = []
+    for it in items:
+        if it["list"] or not it["relevant"] or not it["facts"] or it["kind"] == "metadata":
+            continue
+        papers = [h.paper for h in it["hits"] if h.paper.paper_id in it["relevant"]]
+        for paper in papers:
+            aspect = it["question"]
+            if paper.paper_id in it["named"]:
+                name = short_label(paper.title, paper.label)
+                aspect = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?![\w-])", " ", aspect)
+            sents, vecs = rel.judge.sentences(paper.abstract)
+            labels = [float(_is_answer(it["corpus"], s, it["facts"])) for s in sents]
+            if not any(labels) or all(labels):
+                continue
+            rows = sentence_rows(terms(aspect), vecs @ rel.retriever.embed_query(aspect),
+                                 rel._sentence_terms(paper.abstract, sents), sents,
+                                 bool(WANTS_NUMBER.search(it["question"])), rel.stats())
+            out.append({"id": it["id"], "corpus": it["corpus"], "kind": it["kind"],
+                        "split": it["split"], "rows": rows, "labels": labels})
+    return out
+
+
+def sentence_fit_data(items: list[dict[str, Any]]) -> tuple[list[dict[str, float]], list[float], list[float], list[str]]:
+    qw = weights(items, lambda it: it["corpus"])
+    rows, y, w, g = [], [], [], []
+    for it in items:
+        pos = sum(it["labels"])
+        neg = len(it["labels"]) - pos
+        for row, label in zip(it["rows"], it["labels"], strict=True):
+            rows.append(row)
+            y.append(label)
+            w.append(qw[it["id"] + it["corpus"]] * (0.5 / pos if label else 0.5 / neg))
+            g.append(it["id"] + it["corpus"])
+    return rows, y, w, g
+
+
+# -- figures ------------------------------------------------------------------------------
+
+
+def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
+                     models: dict[str, Any]) -> dict[str, dict[str, Any]]:
+    """Per (corpus, split): the decisions' own figures (no answer text involved)."""
+    from rag.relevance.features import Model
+
+    answer = Model.from_dict(models["answer"])
+    out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    for it in items:
+        key = f"{it['corpus']} {it['split']}"
+        model = models["member" if it["list"] else "source"]
+        answered = answer.probability(it["qrow"]) >= answer.threshold
+        if not it["relevant"]:
+            out[key]["abstains (unanswerable)"].append(float(not answered))
+            continue
+        out[key]["false abstention"].append(float(not answered))
+        p = it["paper_probs"]
+        ranked = sorted(zip(it["hits"], p, strict=True), key=lambda t: -t[1])
+        chosen = {h.paper.paper_id for h, pi in ranked if pi >= model["threshold"]} or {ranked[0][0].paper.paper_id}
+        if not answered:
+            chosen = set()
+        if it["list"]:
+            hit = len(chosen & it["relevant"])
+            out[key]["list recall"].append(hit / len(it["relevant"]))
+            if chosen:
+                out[key]["list precision"].append(hit / len(chosen))
+        else:
+            out[key]["top paper answers"].append(float(ranked[0][0].paper.paper_id in it["relevant"]))
+    sentence = Model.from_dict(models["sentence"])
+    for s in sents:
+        p = sentence.probabilities(s["rows"])
+        out[f"{s['corpus']} {s['split']}"]["top sentence answers"].append(s["labels"][int(np.argmax(p))])
+    return {k: {m: (float(np.mean(v)), len(v)) for m, v in sorted(d.items())} for k, d in sorted(out.items())}
+
+
+def auc(p: np.ndarray, y: np.ndarray) -> float:
+    pos, neg = p[y == 1], p[y == 0]
+    if not len(pos) or not len(neg):
+        return float("nan")
+    return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
+
+
+def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
+    """Every question's candidates and features; kept in `cache` while the code that computes
+    them and the sets are unchanged (extraction is most of the run)."""
+    import hashlib
+    import pickle
+
+    sources = sorted((ROOT / "rag" / "relevance").glob("*.py")) + [
+        ROOT / "rag" / "metadata_match.py", ROOT / "rag" / "retrieve.py"] + [
+        ROOT / s for _, s, _ in RUNS]
+    key = hashlib.sha1(b"".join(p.read_bytes() for p in sources) + bytes([EXTRACT_VERSION])).hexdigest()
+    try:
+        with cache.open("rb") as fh:
+            stored_key, items = pickle.load(fh)
+        if stored_key == key:
+            return items  # type: ignore[no-any-return]
+    except (OSError, ValueError, EOFError, pickle.UnpicklingError):
+        pass
+    items = []
+    for corpus, set_path, index in RUNS:
+        t0 = time.perf_counter()
+        got = extract(rels[index], corpus, Path(set_path), {"fit", "heldout"})
+        for it in got:
+            it["index"] = index
+        items += got
+        print(f"{set_path} on {index}: {len(got)} questions, {time.perf_counter() - t0:.0f} s",
+              file=sys.stderr)
+    with cache.open("wb") as fh:
+        pickle.dump((key, items), fh)
+    return items
+
+
+def metadata_grid(rel: Any) -> None:
+    """Top-5 recall of `rag search` on seeds/ metadata questions per weight of the metadata
+    ranking (the weight is chosen on the fit rows; held-out shown for the report)."""
+    from rag import metadata_match
+
+    path = ROOT / "evals" / "questions.yaml"
+    questions = [q for q in load_set(path) if q.kind == "metadata"]
+    refs = resolve_refs(questions, rel.retriever.papers(), path, "default")
+    shipped = metadata_match.WEIGHT_PER_POINT
+    for weight in (0.0, 0.5, 1.0, 2.0, 4.0):
+        metadata_match.WEIGHT_PER_POINT = weight
+        cells = []
+        for split in ("fit", "heldout"):
+            part = [q for q in questions if q.split == split]
+            found = [len({refs[r] for r in q.papers} & {h.paper.paper_id for h in rel.retriever.search(
+                q.turns[0], 5)}) / len(q.papers) for q in part]
+            cells.append(f"{split} {np.mean(found):.3f} ({len(part)})")
+        print(f"weight {weight:<4} " + "  ".join(cells) + ("  <- shipped" if weight == shipped else ""))
+    metadata_match.WEIGHT_PER_POINT = shipped
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--home", type=Path, default=Path("/tmp/rag-relevance"))
+    ap.add_argument("--scifact-home", type=Path, help="where the scifact index lives (default --home)")
+    ap.add_argument("--write", action="store_true", help=f"write {PARAMS.relative_to(ROOT)}")
+    ap.add_argument("--metadata-grid", action="store_true",
+                    help="only print `rag search` top-5 on metadata questions per metadata weight")
+    args = ap.parse_args()
+    if args.metadata_grid:
+        settings = settings_for("default", args.home, None)
+        ensure_index(settings)
+        metadata_grid(relevance_for(settings))
+        return
+    started = time.perf_counter()
+    rels: dict[str, Any] = {}
+    for _, _, index in RUNS:
+        if index not in rels:
+            settings = settings_for(index, args.home, args.scifact_home)
+            ensure_index(settings)
+            rels[index] = relevance_for(settings)
+    items = extracted(rels, args.home / "fit-relevance-features.pickle")
+    fit = [it for it in items if it["split"] == "fit"]
+    models: dict[str, Any] = {}
+    oof: dict[str, np.ndarray] = {}
+    for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
+        part = [it for it in fit if pick(it)]
+        models[name] = fit_model(PAPER_FEATURES, *paper_data(part))
+        held = out_of_fold(PAPER_FEATURES, part, models[name]["l2"], paper_data, lambda it: it["rows"])
+        oof.update(held)
+        models[name]["threshold"] = best_member_threshold(
+            [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
+    for index, rel in rels.items():
+        add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
+
+    def answer_data(part: list[dict[str, Any]]) -> tuple[list[Any], list[float], list[float], list[str]]:
+        qw = weights(part, lambda it: f"{it['corpus']}-{it['kind']}")
+        return ([it["qrow"] for it in part], [float(bool(it["relevant"])) for it in part],
+                [qw[it["id"] + it["corpus"]] for it in part], [it["id"] + it["corpus"] for it in part])
+
+    answer = fit_model(QUESTION_FEATURES, *answer_data(fit))
+    held = out_of_fold(QUESTION_FEATURES, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
+    _, ya, _, _ = answer_data(fit)
+    answer["threshold"] = answer_threshold(np.array([held[it["id"] + it["corpus"]][0] for it in fit]),
+                                           np.array(ya), [it["corpus"] for it in fit])
+    models["answer"] = answer
+    sents: list[dict[str, Any]] = []
+    for index, rel in rels.items():
+        sents += sentence_data(rel, [it for it in items if it["index"] == index])
+    models["sentence"] = fit_model(SENTENCE_FEATURES, *sentence_fit_data([s for s in sents if s["split"] == "fit"]))
+    for name, m in models.items():
+        top = sorted(zip(m["names"], m["coef"], strict=True), key=lambda t: -abs(t[1]))[:6]
+        print(f"{name:<9} threshold {m['threshold']:.2f}  l2 {m['l2']}  rows {m['n']}  "
+              + ", ".join(f"{n} {c:+.2f}" for n, c in top))
+    for split in ("fit", "heldout"):
+        part = [it for it in items if it["split"] == split and not it["list"]]
+        print(f"answerable-vs-not ROC AUC, {split}: "
+              f"{auc(probs(models['answer'], [it['qrow'] for it in part]), np.array([float(bool(it['relevant'])) for it in part])):.3f}")
+    print(f"\n{'corpus split':<18}{'figure':<26}{'value':>7}{'n':>6}")
+    for key, figs in decision_figures(items, sents, models).items():
+        for name, (value, n) in figs.items():
+            print(f"{key:<18}{name:<26}{value:>7.3f}{n:>6}")
+    if args.write:
+        params = {"format": 1, "pool": POOL, "models": models,
+                  "fitted": {"by": "scripts/fit_relevance.py", "date": time.strftime("%Y-%m-%d"),
+                             "questions": {f"{c} {s}": sum(it["corpus"] == c and it["split"] == s for it in items)
+                                           for c in ("seeds", "pubmedqa", "scifact", "cross") for s in ("fit", "heldout")},
+                             "sentences_questions": len([s for s in sents if s["split"] == "fit"])}}
+        PARAMS.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {PARAMS.relative_to(ROOT)}")
+    print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,299 @@
+"""Citation export: the seed papers as BibTeX, RIS and CSL-JSON that read back with the
+libraries reference managers use, through the library, `rag papers --format` and the API."""
+
+from __future__ import annotations
+
+import json
+import re
+import subprocess
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+import bibtexparser
+import pytest
+import rispy
+from bibtexparser import middlewares as mw
+from fastapi.testclient import TestClient
+from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+from rag.corpus import expand_paths, merge_papers, read_file
+from rag.corpus.paper import Paper
+from rag.errors import EXIT_INPUT, InputError
+from rag.export import cite_keys, to_bibtex, to_csl_json, to_ris, write_export
+from tests.conftest import SEEDS, run_rag
+
+CSL_TYPES = {"article", "article-journal", "paper-conference"}
+
+
+def flat(text: str | None) -> str | None:
+    return " ".join(text.split()) if text is not None else None
+
+
+@pytest.fixture(scope="module")
+def seeds() -> list[Paper]:
+    papers: list[Paper] = []
+    for path in expand_paths([SEEDS]):
+        papers += read_file(path).papers
+    papers = merge_papers(papers)
+    assert len(papers) == 60
+    return papers
+
+
+# -- reading back ---------------------------------------------------------------------------
+
+
+def _decoder() -> LatexNodes2Text:
+    """pylatexenc's LaTeX-to-text, taught four standard LaTeX macros it does not know or
+    reads as a look-alike (\\textasciicircum prints "^", not "ˆ")."""
+    db = get_default_latex_context_db()
+    db.add_context_category("export-test", prepend=True, macros=[
+        MacroTextSpec("textasciicircum", "^"), MacroTextSpec("textbraceleft", "{"),
+        MacroTextSpec("textbraceright", "}"), MacroTextSpec("textquotedbl", '"'),
+        MacroTextSpec("url", simplify_repl="%s"),
+    ])
+    return LatexNodes2Text(latex_context=db, math_mode="verbatim")
+
+
+def parse_bibtex(text: str) -> dict[str, Any]:
+    """key -> {"type", field: value}, with LaTeX decoded and authors as "First von Last"."""
+    library = bibtexparser.parse_string(text, append_middleware=[
+        mw.LatexDecodingMiddleware(decoder=_decoder()), mw.SeparateCoAuthors(),
+        mw.SplitNameParts(), mw.MergeNameParts(style="first"),
+    ])
+    assert not library.failed_blocks, [b.error for b in library.failed_blocks]
+    return {e.key: {"type": e.entry_type, **{f.key: f.value for f in e.fields}}
+            for e in library.entries}
+
+
+def ris_author(name: str) -> str:
+    """RIS "Last, First[, Suffix]" back to "First Last[ Suffix]"."""
+    last, _, rest = name.partition(", ")
+    first, _, suffix = rest.partition(", ")
+    return " ".join(x for x in (first, last, suffix) if x)
+
+
+def csl_author(a: dict[str, str]) -> str:
+    return " ".join(a[k] for k in ("given", "non-dropping-particle", "family", "suffix") if k in a)
+
+
+def bibtex_braces_balance(text: str) -> bool:
+    """BibTeX counts every brace, escaped or not: a field must close every one it opens."""
+    depth = 0
+    for ch in text:
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if depth < 0:
+            return False
+    return depth == 0
+
+
+# -- BibTeX ---------------------------------------------------------------------------------
+
+
+def test_seed_papers_bibtex_parses_back_with_every_field(seeds: list[Paper]) -> None:
+    text = to_bibtex(seeds)
+    assert bibtex_braces_balance(text)
+    entries = parse_bibtex(text)
+    keys = cite_keys(seeds)
+    assert len(entries) == 60 and set(entries) == set(keys.values())
+    for p in seeds:
+        e = entries[keys[p.paper_id]]
+        assert e["title"] == flat(p.title or p.label)
+        assert e.get("author", []) == [flat(a) for a in p.authors]
+        assert e.get("year") == (str(p.year) if p.year else None)
+        assert e.get("doi") == p.doi
+        assert e.get("eprint") == p.arxiv_id
+        assert e.get("archivePrefix") == ("arXiv" if p.arxiv_id else None)
+        assert e["abstract"] == flat(p.abstract)
+        assert e.get("date") == p.date
+        if p.venue:
+            assert (e["type"], e["booktitle"]) == ("inproceedings", p.venue)
+            assert e.get("note") == (p.journal_ref if p.journal_ref != p.venue else None)
+        elif p.journal_ref:
+            assert (e["type"], e["journal"]) == ("article", p.journal_ref)
+        else:
+            assert e["type"] == "misc"
+    # The seeds hold some of the characters that need escaping; each came back above.
+    assert "{\\textasciicircum}" in text and "{\\c{c}}" in text and "{\\%}" in text
+    fusefps = entries["fusefps2023"]
+    assert fusefps["url"] == "https://arxiv.org/abs/2309.05017" and fusefps["booktitle"] == "ASP-DAC"
+
+
+def test_special_characters_round_trip() -> None:
+    odd = Paper(
+        paper_id="odd", title='Fast & 50% cheaper: $5 for #1, x_y {z} ~t a^b c\\d -- ``q\'\' "naïve"',
+        authors=["Larissa Rozales Gonçalves", "Javier de Juan", "colby banbury", "Émile Zola",
+                 "Smith and Wesson", "Ng, T. S. Eugene"],
+        abstract="An unbalanced { brace, 中文 text, the ≈ sign, 3× faster and an\nembedded newline.",
+        year=2024, doi="10.1000/a_b-c", venue="SOSP", journal_ref="Proc. SOSP '24",
+    )
+    text = to_bibtex([odd])
+    assert bibtex_braces_balance(text), text
+    e = parse_bibtex(text)[cite_keys([odd])["odd"]]
+    assert e["title"] == odd.title
+    assert e["abstract"] == flat(odd.abstract)
+    assert e["author"] == ["Larissa Rozales Gonçalves", "Javier de Juan", "colby banbury",
+                           "Émile Zola", "Smith and Wesson", "T. S. Eugene Ng"]
+    assert e["doi"] == odd.doi  # verbatim: not escaped
+    assert e["note"] == "Proc. SOSP '24"
+    ris = rispy.loads(to_ris([odd]))[0]
+    assert ris["title"] == odd.title and ris["abstract"] == flat(odd.abstract)
+    csl = json.loads(to_csl_json([odd]))[0]
+    assert csl["title"] == odd.title
+    assert [csl_author(a) for a in csl["author"]][:2] == ["Larissa Rozales Gonçalves", "Javier de Juan"]
+
+
+def test_keys_are_stable_unique_and_readable(seeds: list[Paper]) -> None:
+    keys = cite_keys(seeds)
+    assert keys == cite_keys(list(reversed(seeds)))  # not a matter of listing order
+    assert len(set(keys.values())) == 60
+    assert all(re.fullmatch(r"[a-z0-9]+", k) for k in keys.values())
+    by_label = {p.label: keys[p.paper_id] for p in seeds}
+    assert by_label["MegaBlocks: Efficient Sparse Training with Mixture-of-Experts"] == "gale2023megablocks"
+    assert by_label["Breadth-First Pipeline Parallelism"] == "lamypoirier2023breadthfirst"
+    assert by_label["FuseFPS"] == "fusefps2023"  # no authors: title word and year
+    # The same first author, year and first title word: a, b in paper-id order, whatever
+    # order the papers come in.
+    twins = [Paper(paper_id=i, abstract="x", title="Deep Nets", authors=["Ann Lee"], year=2020)
+             for i in ("p2", "p1", "p3")]
+    assert cite_keys(twins) == {"p1": "lee2020deepa", "p2": "lee2020deepb", "p3": "lee2020deepc"}
+    assert cite_keys(twins[::-1]) == cite_keys(twins)
+    assert set(parse_bibtex(to_bibtex(twins))) == {"lee2020deepa", "lee2020deepb", "lee2020deepc"}
+
+
+# -- RIS and CSL-JSON -----------------------------------------------------------------------
+
+
+def test_seed_papers_ris_parses_back_with_every_field(seeds: list[Paper]) -> None:
+    text = to_ris(seeds)
+    assert text.startswith("TY  - ")
+    records = rispy.loads(text)
+    keys = cite_keys(seeds)
+    assert len(records) == 60
+    for p, r in zip(seeds, records, strict=True):
+        assert r["id"] == keys[p.paper_id]
+        assert r["title"] == flat(p.title or p.label)
+        assert [ris_author(a) for a in r.get("authors", [])] == [flat(a) for a in p.authors]
+        assert r.get("year") == (str(p.year) if p.year else None)
+        assert r.get("doi") == p.doi
+        assert r["abstract"] == flat(p.abstract)
+        arxiv = [u for u in r.get("urls", []) if "arxiv.org/abs/" in u]
+        assert [u.rsplit("/abs/", 1)[1] for u in arxiv] == ([p.arxiv_id] if p.arxiv_id else [])
+        if p.date:
+            assert r["date"] == p.date.replace("-", "/") + "/"
+        if p.venue:
+            assert (r["type_of_reference"], r["secondary_title"]) == ("CONF", p.venue)
+        elif p.journal_ref:
+            assert (r["type_of_reference"], r["journal_name"]) == ("JOUR", p.journal_ref)
+        else:
+            assert r["type_of_reference"] == ("UNPB" if p.arxiv_id else "GEN")
+
+
+def test_seed_papers_csl_json_has_the_citeproc_fields(seeds: list[Paper]) -> None:
+    items = json.loads(to_csl_json(seeds))
+    keys = cite_keys(seeds)
+    assert [i["id"] for i in items] == [keys[p.paper_id] for p in seeds]
+    for p, item in zip(seeds, items, strict=True):
+        assert item["type"] in CSL_TYPES
+        assert item["title"] == flat(p.title or p.label) and item["abstract"] == flat(p.abstract)
+        assert [csl_author(a) for a in item.get("author", [])] == [flat(a) for a in p.authors]
+        assert all(set(a) <= {"family", "given", "non-dropping-particle", "suffix"}
+                   for a in item.get("author", []))
+        parts = item.get("issued", {}).get("date-parts", [[]])[0]
+        assert parts[:1] == ([p.year] if p.year else [])
+        assert all(isinstance(x, int) for x in parts)
+        assert item.get("DOI") == p.doi
+        assert item.get("container-title") == (p.venue or p.journal_ref)
+        if p.arxiv_id:
+            assert item["URL"] == f"https://arxiv.org/abs/{p.arxiv_id}"
+
+
+def test_write_export_picks_the_format_from_the_extension(seeds: list[Paper], tmp_path: Path) -> None:
+    two = seeds[15:17]
+    assert write_export(two, tmp_path / "refs.BIB") == "bibtex"
+    assert len(parse_bibtex((tmp_path / "refs.BIB").read_text(encoding="utf-8"))) == 2
+    assert write_export(two, tmp_path / "refs.ris") == "ris"
+    assert len(rispy.loads((tmp_path / "refs.ris").read_text(encoding="utf-8"))) == 2
+    assert write_export(two, tmp_path / "refs.json") == "csl-json"
+    assert len(json.loads((tmp_path / "refs.json").read_text(encoding="utf-8"))) == 2
+    with pytest.raises(InputError) as info:
+        write_export(two, tmp_path / "refs.txt")
+    assert info.value.exit_code == EXIT_INPUT
+    assert "'.txt'" in str(info.value) and ".bib" in info.value.hint and ".ris" in info.value.hint
+    assert not (tmp_path / "refs.txt").exists()
+
+
+# -- the command line -----------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def project(seeded_settings, tmp_path_factory: pytest.TempPathFactory) -> tuple[Path, dict[str, str]]:  # type: ignore[no-untyped-def]
+    return tmp_path_factory.mktemp("export-cli"), {"RAG_HOME": str(seeded_settings.home)}
+
+
+def rag(project: tuple[Path, dict[str, str]], *args: str) -> subprocess.CompletedProcess[str]:
+    return run_rag(*args, cwd=project[0], env=project[1])
+
+
+def test_cli_exports_named_papers_in_the_order_named(project) -> None:  # type: ignore[no-untyped-def]
+    proc = rag(project, "papers", "--format", "bibtex", "2309.05017", "2401.09149")
+    assert proc.returncode == 0, proc.stderr
+    entries = parse_bibtex(proc.stdout)
+    assert list(entries) == ["fusefps2023", "buff2024"]
+    assert entries["buff2024"]["eprint"] == "2401.09149"
+
+
+def test_cli_exports_every_paper_when_none_is_named(project) -> None:  # type: ignore[no-untyped-def]
+    proc = rag(project, "papers", "--format", "ris")
+    assert proc.returncode == 0, proc.stderr
+    assert len(rispy.loads(proc.stdout)) == 60
+
+
+def test_cli_unknown_id_exits_2_naming_it(project) -> None:  # type: ignore[no-untyped-def]
+    proc = rag(project, "papers", "--format", "csl-json", "2309.05017", "no-such-paper")
+    assert proc.returncode == 2 and proc.stdout == ""
+    assert "'no-such-paper'" in proc.stderr and "2309.05017" not in proc.stderr
+    proc = rag(project, "papers", "--format", "pdf")
+    assert proc.returncode == 2 and "bibtex" in proc.stderr
+    proc = rag(project, "papers", "2309.05017")  # ids name papers to export: --format is needed
+    assert proc.returncode == 2 and "--format" in proc.stderr and proc.stdout == ""
+
+
+# -- the API --------------------------------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def client(seeded_settings) -> Iterator[TestClient]:  # type: ignore[no-untyped-def]
+    from rag.api import create_app
+
+    with TestClient(create_app(seeded_settings)) as c:
+        yield c
+
+
+def test_api_exports_one_paper_or_all(client: TestClient) -> None:
+    one = client.get("/papers/2309.05017", params={"format": "bibtex"})
+    assert one.status_code == 200 and one.headers["content-type"].startswith("text/x-bibtex")
+    assert list(parse_bibtex(one.text)) == ["fusefps2023"]
+    ris = client.get("/papers", params={"format": "ris"})
+    assert ris.headers["content-type"].startswith("application/x-research-info-systems")
+    assert len(rispy.loads(ris.text)) == 60
+    csl = client.get("/papers", params={"format": "csl-json"})
+    assert csl.headers["content-type"].startswith("application/vnd.citationstyles.csl+json")
+    assert len(csl.json()) == 60
+    # JSON stays the default, and a format it does not know is a 422 naming the parameter.
+    assert client.get("/papers/2309.05017").json()["paper_id"] == "2309.05017"
+    bad = client.get("/papers", params={"format": "pdf"})
+    assert bad.status_code == 422 and "format" in bad.text
+    assert client.get("/papers/no-such", params={"format": "bibtex"}).status_code == 404
+
+
+def test_openapi_documents_the_export_formats(client: TestClient) -> None:
+    spec = client.get("/openapi.json").json()
+    for path in ("/papers", "/papers/{paper_id}"):
+        op = spec["paths"][path]["get"]
+        content = op["responses"]["200"]["content"]
+        assert {"application/json", "text/x-bibtex", "application/x-research-info-systems",
+                "application/vnd.citationstyles.csl+json"} <= set(content)
+        assert content["application/json"]["schema"]["$ref"].endswith("Public")
+        param = next(p for p in op["parameters"] if p["name"] == "format")
+        assert param["schema"]["enum"] == ["json", "bibtex", "ris", "csl-json"]

@@ -1,0 +1,189 @@
+"""Filters as conditions the store evaluates itself (year ranges, category, venue words), on a
+generated corpus where the papers a filter keeps rank far below the unfiltered top results;
+and an index written in the previous format (one sentence per record, no filter metadata),
+refused with a message and upgraded in place by `rag ingest`.
+
+Vectors are written by hand (a fixed query direction) so that the ranking is known without
+the embedding model.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+import pytest
+
+from rag.config import Settings
+from rag.corpus.paper import Paper
+from rag.errors import IndexStoreError, InputError
+from rag.filters import Filters
+from rag.retrieve import DENSE_POOL, Retriever
+from rag.store import Chunk, Store
+
+DIM = 8
+TOP = DENSE_POOL + 100  # more papers above the filtered ones than a ranking pool holds
+QUERY = "pipeline parallel training on GPU clusters"
+
+
+class FixedEmbedder:
+    """Every text is the query direction: the store's nearest neighbours are known."""
+
+    def embed(self, texts: list[str]) -> np.ndarray:
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        out[:, 0] = 1.0
+        return out
+
+
+def _unit(axis: int, rng: np.random.Generator, noise: float) -> np.ndarray:
+    v = np.zeros(DIM, dtype=np.float32)
+    v[axis] = 1.0
+    v += rng.normal(0, noise, DIM).astype(np.float32)
+    return v / np.linalg.norm(v)
+
+
+def _papers() -> list[tuple[Paper, np.ndarray]]:
+    rng = np.random.default_rng(7)
+    out = []
+    for i in range(TOP):  # on topic: near the query, every query word in the text
+        p = Paper(paper_id=f"top-{i:03d}", abstract=f"{QUERY}, variant {i}.", title=f"Top {i}",
+                  venue="MLSys", year=2020 + i % 3, categories=["cs.DC"], source="dumps/top.jsonl")
+        out.append((p, _unit(0, rng, 0.05)))
+    for i in range(5):  # off topic: orthogonal to the query, no query word
+        p = Paper(paper_id=f"far-{i}", abstract=f"Protein folding in yeast cells, study {i}.",
+                  title=f"Far {i}", journal_ref=f"Journal of Obscure Biology {i + 10}", year=2023,
+                  categories=["q-bio.BM", "physics.bio-ph"], source="dumps/far.jsonl")
+        out.append((p, _unit(1, rng, 0.05)))
+    return out
+
+
+def _write(store: Store) -> None:
+    rows = _papers()
+    store.write([(p, [Chunk(f"{p.paper_id}#0", p.paper_id, p.abstract, 0)], v[None, :])
+                 for p, v in rows],
+                sentences=[(p.paper_id, [p.abstract], v[None, :]) for p, v in rows])
+
+
+@pytest.fixture(scope="module")
+def searched(tmp_path_factory: pytest.TempPathFactory) -> tuple[Retriever, list[Any]]:
+    settings = Settings(home=tmp_path_factory.mktemp("filters") / ".rag", llm="none")
+    store = Store(settings)
+    _write(store)
+    calls: list[Any] = []
+    real = store.query_ids
+
+    def spy(vector: np.ndarray, n: int, where: Any = None, total: int | None = None) -> Any:
+        calls.append(where)
+        return real(vector, n, where, total)
+
+    store.query_ids = spy  # type: ignore[method-assign]
+    return Retriever(settings, store=store, embedder=FixedEmbedder()), calls  # type: ignore[arg-type]
+
+
+FAR = [f"far-{i}" for i in range(5)]
+
+
+def test_unfiltered_top_holds_none_of_the_far_papers(searched: tuple[Retriever, list[Any]]) -> None:
+    retriever, _ = searched
+    ranked = [h.paper.paper_id for h in retriever.search(QUERY, 50)]
+    assert ranked and not set(ranked) & set(FAR)
+
+
+@pytest.mark.parametrize("kwargs", [
+    {"category": "q-bio.BM"},
+    {"category": "q-bio"},  # the archive: every q-bio.* paper
+    {"category": "physics.BIO-PH"},  # case does not matter
+    {"venue": "obscure biology"},
+    {"venue": "Bio"},  # part of a word, as the substring filter always matched
+    {"year": "2023", "source": "far"},
+    {"year": "2023", "category": "q-bio", "venue": "journal of obscure"},
+])
+def test_filtered_papers_far_below_the_top_are_returned(
+        searched: tuple[Retriever, list[Any]], kwargs: dict[str, str]) -> None:
+    retriever, _ = searched
+    hits = retriever.search(QUERY, 10, Filters.parse(**kwargs))
+    assert sorted(h.paper.paper_id for h in hits) == FAR
+
+
+def test_year_range_keeps_exactly_its_years(searched: tuple[Retriever, list[Any]]) -> None:
+    retriever, _ = searched
+    hits = retriever.search(QUERY, 500, Filters.parse(year="2021-2022"))
+    years = {h.paper.year for h in hits}
+    assert years == {2021, 2022}
+    assert len(hits) == sum(1 for i in range(TOP) if i % 3)
+
+
+def test_store_gets_conditions_not_a_list_of_every_allowed_paper(
+        searched: tuple[Retriever, list[Any]]) -> None:
+    retriever, calls = searched
+    calls.clear()
+    hits = retriever.search(QUERY, 10, Filters.parse(year="2020-2022", category="cs"))
+    assert len(hits) == 10  # 300 papers allowed
+    [where] = calls
+    text = json.dumps(where)
+    assert "paper_id" not in text and "top-" not in text
+    assert where == {"$and": [{"year": {"$gte": 2020}}, {"year": {"$lte": 2022}},
+                              {"categories": {"$contains": "cs"}}]}
+
+
+@pytest.mark.parametrize("kwargs", [{"category": "cs.LG"}, {"venue": "neurips"}, {"year": "1999"}])
+def test_filters_nothing_matches_give_no_results(searched: tuple[Retriever, list[Any]],
+                                                 kwargs: dict[str, str]) -> None:
+    retriever, _ = searched
+    assert retriever.search(QUERY, 10, Filters.parse(**kwargs)) == []
+
+
+def test_parse_keeps_positional_form_and_takes_category_by_keyword() -> None:
+    assert Filters.parse("mlsys", "2022-", "seeds") == Filters(
+        venue="mlsys", year_from=2022, source="seeds")
+    f = Filters.parse(venue=None, year=2023, source=None, category=" cs.DC ")
+    assert (f.year_from, f.year_to, f.category) == (2023, 2023, "cs.DC") and f.active()
+    assert not Filters.parse(category="").active()
+    with pytest.raises(InputError, match="not a year"):
+        Filters.parse(year="20x3", category="cs")
+
+
+# -- an index of the previous format --------------------------------------------------------
+
+
+def _downgrade(store: Store) -> None:
+    """What the previous release wrote: sentences one per record in `<name>-sentences`, no
+    filter metadata on chunks, no `format` on the collection."""
+    ids = store.sentences_collection.get(include=[])["ids"]
+    old = store.client.create_collection(f"{store.name}-sentences", embedding_function=None)
+    for pid, (texts, vecs) in store.sentences(ids).items():
+        old.add(ids=[f"{pid}#s{i}" for i in range(len(texts))], documents=texts,
+                metadatas=[{"paper_id": pid, "n": i} for i in range(len(texts))], embeddings=vecs)
+    store.client.delete_collection(f"{store.name}-paper-sentences")
+    page = store.collection.get(include=["metadatas"])
+    metas = [{k: v for k, v in m.items() if k not in ("venue_words", "categories")}
+             for m in page["metadatas"]]
+    store.collection.delete(ids=page["ids"])
+    vecs = np.asarray([[1.0] + [0.0] * (DIM - 1)] * len(metas), dtype=np.float32)
+    store.collection.add(ids=page["ids"], metadatas=metas, embeddings=vecs,
+                         documents=["x"] * len(metas))
+    meta = {k: v for k, v in (store.collection.metadata or {}).items() if k != "format"}
+    store.collection.modify(metadata=meta)
+
+
+def test_previous_format_is_refused_with_a_message_then_upgraded(tmp_path: Path) -> None:
+    settings = Settings(home=tmp_path / ".rag", llm="none")
+    store = Store(settings)
+    _write(store)
+    before = store.sentences(["far-0", "top-001"])
+    _downgrade(store)
+    store.close()
+    with pytest.raises(IndexStoreError, match="written by an earlier version") as err:
+        Store(settings)
+    assert "run `rag ingest` once" in (err.value.hint or "")
+    upgraded = Store(settings, upgrade=True)  # what `rag ingest` opens
+    after = upgraded.sentences(["far-0", "top-001"])
+    assert {k: (t, v.tolist()) for k, (t, v) in after.items()} == {
+        k: (t, v.tolist()) for k, (t, v) in before.items()}
+    hits = Retriever(settings, store=upgraded, embedder=FixedEmbedder()).search(  # type: ignore[arg-type]
+        QUERY, 10, Filters.parse(category="q-bio"))
+    assert sorted(h.paper.paper_id for h in hits) == FAR
+    upgraded.close()
+    Store(settings).close()  # opened as usual from now on

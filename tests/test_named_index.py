@@ -1,0 +1,47 @@
+"""Only the default index fills itself from seeds/: an empty index named on purpose says so."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import pytest
+
+from tests.conftest import SEEDS, run_rag
+from tests.ollama_server import free_port_with_nothing_listening as free_port
+
+
+def _env(home: Path, **extra: str) -> dict[str, str]:
+    return {"RAG_HOME": str(home), "RAG_SEEDS": str(SEEDS), **extra}
+
+
+@pytest.mark.parametrize("args,env", [
+    (["papers", "--index", "mine"], {}),
+    (["search", "long sequences"], {"RAG_INDEX": "mine"}),
+    (["ask", "--llm", "none", "what is Skrull?", "--index", "mine"], {}),
+    (["chat", "--index", "mine"], {}),
+])
+def test_an_empty_named_index_is_not_filled_with_seeds(args: list[str], env: dict[str, str],
+                                                       tmp_path: Path) -> None:
+    res = run_rag(*args, cwd=tmp_path, env=_env(tmp_path / ".rag", **env))
+    assert res.returncode == 3, res.stderr
+    assert "the index 'mine' is empty" in res.stderr
+    assert "rag ingest PATH --index mine" in res.stderr
+    assert "ingesting" not in res.stderr and res.stdout == ""
+
+
+def test_a_failed_ingest_into_a_named_index_does_not_show_the_seeds(tmp_path: Path) -> None:
+    """The issue's case: `rag ingest library.bib --index bib` fails, then `rag papers --index bib`."""
+    (tmp_path / "library.bib").write_text("@article{a,\n  title = {Unclosed\n")
+    home = tmp_path / ".rag"
+    failed = run_rag("ingest", "library.bib", "--index", "bib", cwd=tmp_path, env=_env(home))
+    assert failed.returncode == 2, failed.stderr
+    listed = run_rag("papers", "--index", "bib", cwd=tmp_path, env=_env(home))
+    assert listed.returncode == 3, listed.stderr
+    assert "Skrull" not in listed.stdout and "is empty" in listed.stderr
+
+
+def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
+    res = run_rag("serve", "--port", str(free_port()), "--index", "mine", cwd=tmp_path,
+                  env=_env(tmp_path / ".rag"))
+    assert res.returncode == 3, res.stderr
+    assert "the index 'mine' is empty" in res.stderr and "--index mine" in res.stderr

@@ -1,0 +1,138 @@
+"""Relevance decisions from the fitted model (rag.relevance), as a user of `rag ask` and
+`rag search` sees them: lists that hold papers the old hand-picked bounds left out, abstention
+on a question from another field, papers found by their record's fields, lists longer than 30,
+and a clear error when the fitted parameters are missing or broken."""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+from typing import Any
+
+import pytest
+
+from rag.corpus.paper import Paper
+from rag.errors import RagError
+from rag.relevance import Decision, RelevanceParamsError, load_params
+from rag.retrieve import PaperHit
+
+# -- the fitted parameters --------------------------------------------------------------------
+
+
+def test_shipped_parameters_load() -> None:
+    params = load_params()
+    assert set(params["models"]) == {"member", "source", "answer", "sentence"}
+
+
+@pytest.mark.parametrize(("text", "problem"), [
+    ("{not json", "corrupt"),
+    (json.dumps({"format": 99, "models": {}, "pool": {}}), "format 99"),
+    (json.dumps({"format": 1, "models": {}, "pool": {}}), "corrupt"),
+])
+def test_broken_parameters_are_a_clear_error(tmp_path: Path, text: str, problem: str) -> None:
+    path = tmp_path / "relevance_params.json"
+    path.write_text(text, encoding="utf-8")
+    with pytest.raises(RelevanceParamsError) as exc:
+        load_params(path)
+    assert str(path) in exc.value.message and problem in exc.value.message
+    assert "scripts/fit_relevance.py" in exc.value.hint
+    assert isinstance(exc.value, RagError)
+
+
+def test_missing_parameters_are_a_clear_error(tmp_path: Path) -> None:
+    with pytest.raises(RelevanceParamsError, match="cannot read"):
+        load_params(tmp_path / "absent.json")
+
+
+def test_a_model_with_unknown_features_is_refused(tmp_path: Path) -> None:
+    shipped = Path(__file__).resolve().parent.parent / "rag" / "relevance_params.json"
+    data = json.loads(shipped.read_text(encoding="utf-8"))
+    data["models"]["answer"]["names"][0] = "no_such_feature"
+    path = tmp_path / "p.json"
+    path.write_text(json.dumps(data), encoding="utf-8")
+    with pytest.raises(RelevanceParamsError, match="unknown features"):
+        load_params(path)
+
+
+# -- lists are not capped at 30 ------------------------------------------------------------
+
+
+class _Retriever:
+    def __init__(self, hits: list[PaperHit]) -> None:
+        self.hits = hits
+
+    def search(self, query: str, k: int, filters: Any = None) -> list[PaperHit]:
+        return self.hits[:k]
+
+
+class _Relevance:
+    """Says every retrieved paper is a member, as the fitted model does for a large topic."""
+
+    def pool_size(self, list_question: bool) -> int:
+        return 100
+
+    def decide(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str) -> Decision:
+        return Decision(True, 0.99, hits, {h.paper.paper_id: 0.9 for h in hits}, [])
+
+    def prime(self, papers: list[Paper]) -> None:
+        pass
+
+
+def test_a_list_answer_cites_every_member_past_30() -> None:
+    from rag.answering.sources import SourceChooser
+
+    hits = [PaperHit(Paper(paper_id=f"p{i}", abstract=f"Study {i} of laparoscopy.", title=f"Study {i}"),
+                     0.5, 0.5) for i in range(45)]
+    chooser = SourceChooser(_Retriever(hits), judge=None, relevance=_Relevance())  # type: ignore[arg-type]
+    chosen = chooser.choose("Which studies are about laparoscopy?", 5, None)
+    assert chosen.list_question and len(chosen.sources) == 45 and chosen.matched == 45
+
+
+# -- through the pipeline, on seeds/ -------------------------------------------------------
+
+
+@pytest.fixture(scope="module")
+def pipeline(seeded_settings: Any) -> Any:
+    from rag.answering import Pipeline
+
+    with Pipeline(seeded_settings.model_copy(update={"llm": "none"})) as p:
+        yield p
+
+
+def cited(answer: Any) -> set[str]:
+    return {s.paper.title or s.paper.label for s in answer.sources}
+
+
+def test_prompt_tuning_list_includes_pomp(pipeline: Any) -> None:
+    # The issue's example: the hand-picked list bounds listed 2 of 3 (POMP missing).
+    ans = pipeline.answer("Which papers use prompt learning or prompt tuning?")
+    labels = " ".join(s.paper.label for s in ans.sources)
+    assert not ans.abstained and "POMP" in labels and "SPT" in labels
+
+
+@pytest.mark.parametrize("question", [
+    "Which studies are about laparoscopy?",  # a MeSH topic of PubMedQA, asked of seeds/
+    "Is aspirin effective for preventing recurrent stroke in older adults?",
+])
+def test_question_from_another_field_abstains(pipeline: Any, question: str) -> None:
+    ans = pipeline.answer(question)
+    assert ans.abstained and ans.sources == []
+
+
+def test_named_paper_fact_is_answered_from_its_abstract(pipeline: Any) -> None:
+    ans = pipeline.answer("What speedup does Skrull report over DeepSpeed?")
+    assert not ans.abstained and "3.76" in ans.answer
+
+
+# -- metadata in retrieval -----------------------------------------------------------------
+
+
+@pytest.mark.parametrize(("query", "want"), [
+    ("Which paper has arXiv id 2307.11285?", "2307.11285"),  # FHA-Kitchens; ranked nothing before
+    ("Which paper was written by Trevor Gale and Matei Zaharia?", "megablocks"),  # was 8th
+    ("Which paper has the DOI 10.1145/3627703.3629585?", "10.1145/3627703.3629585"),
+])
+def test_search_finds_papers_by_their_record(retriever: Any, query: str, want: str) -> None:
+    top5 = [" ".join(filter(None, [h.paper.arxiv_id, h.paper.doi, h.paper.label, h.paper.title])).lower()
+            for h in retriever.search(query, 5)]
+    assert any(want in record for record in top5), top5
