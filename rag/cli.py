@@ -49,19 +49,21 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
 @index_option
 @click.option("--prune", is_flag=True, help="Remove papers whose source file is gone.")
 @click.option("--skip-bad", is_flag=True, help="Ingest the good records of a file with bad ones.")
+@click.option("--replace", is_flag=True,
+              help="A record whose id holds a different abstract replaces it (default: refused).")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--category", "categories", multiple=True, metavar="CAT",
               help="Only papers in this arXiv category (cs.DC; cs for all cs.*); repeatable.")
 @click.option("--since", metavar="DATE", help="Only papers first published from DATE on (2023, 2023-06).")
-def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, quiet: bool,
-           categories: tuple[str, ...], since: str | None) -> None:
+def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, replace: bool,
+           quiet: bool, categories: tuple[str, ...], since: str | None) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
     from rag.corpus import Restrict
     from rag.ingest import ingest as run
 
     settings = _settings(index)
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
-                 show_progress=not quiet, restrict=Restrict.parse(categories, since))
+                 replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since))
     for problem in report.skipped:
         click.echo(f"skipped: {problem}", err=True)
     click.echo(report.summary())
@@ -69,7 +71,8 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
 
 @cli.command()
 @click.argument("query")
-@click.option("-k", default=10, show_default=True, help="How many papers.")
+@click.option("-k", default=10, show_default=True, type=click.IntRange(1, 50),
+              help="How many papers (1..50).")
 @click.option("--json", "as_json", is_flag=True, help="Print the documented JSON object.")
 @index_option
 @filter_options
@@ -195,10 +198,12 @@ def ask_options(fn: F) -> F:
 def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         **values: Any) -> None:
     """Answer QUESTION from the abstracts, with checked citations."""
-    from rag.export import format_for_path
-
     options = _ask_options(values)
-    fmt = format_for_path(export_to) if export_to else None  # a bad name fails before answering
+    fmt = None
+    if export_to:  # a bad file name fails before answering; rag.export only when asked
+        from rag.export import format_for_path
+
+        fmt = format_for_path(export_to)
     remote = _remote()
     if remote:
         from rag.client import remote_ask
@@ -283,7 +288,8 @@ def chat(as_json: bool, index: str | None, **values: Any) -> None:
 
 @cli.command()
 @click.option("--host", default="127.0.0.1", show_default=True, help="Interface to bind.")
-@click.option("--port", default=8000, show_default=True, type=int, help="Port to listen on.")
+@click.option("--port", default=8000, show_default=True, type=click.IntRange(1, 65535),
+              help="Port to listen on.")
 @index_option
 def serve(host: str, port: int, index: str | None) -> None:
     """Run the HTTP API and the chat page (FastAPI + uvicorn)."""

@@ -8,7 +8,7 @@ from functools import lru_cache
 from pathlib import Path
 from typing import Literal
 
-from pydantic import AliasChoices, Field, ValidationError, field_validator
+from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
 
 from rag.errors import InputError
@@ -32,13 +32,16 @@ class Settings(BaseSettings):
         Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rag",
         description="Where the embedding model's one-time ONNX export is kept.",
     )
+    max_file_mb: int = Field(20, ge=1, le=4096, description="Largest file `rag ingest` reads, in MB "
+                             "(counted as read, so FIFOs and devices cannot exceed it).")
     seeds: Path = Field(Path("seeds"), description="What `rag ask`/`rag search` ingest into an empty index.")
 
     # Chunking and embedding (both are part of the index fingerprint)
-    chunk_size: int = Field(200, description="Chunk size in model tokens for the sentence splitter.")
-    chunk_overlap: int = Field(30, description="Token overlap between neighbouring chunks.")
-    embed_batch: int = Field(32, description="Texts per embedding batch.")
-    embed_threads: int = Field(0, description="onnxruntime intra-op threads (0: all cores).")
+    chunk_size: int = Field(200, ge=16, le=2048, description="Chunk size in model tokens for the sentence splitter.")
+    chunk_overlap: int = Field(30, ge=0, description="Token overlap between neighbouring chunks "
+                               "(less than the chunk size).")
+    embed_batch: int = Field(32, ge=1, le=4096, description="Texts per embedding batch.")
+    embed_threads: int = Field(0, ge=0, le=1024, description="onnxruntime intra-op threads (0: all cores).")
     device: Literal["auto", "cpu", "cuda"] = Field(
         "auto",
         description="Where ingest embeds: auto (a GPU when a CUDA build of torch sees one, "
@@ -46,7 +49,7 @@ class Settings(BaseSettings):
     )
 
     # Retrieval
-    k: int = Field(8, description="Papers passed to the answerer by default.")
+    k: int = Field(8, ge=1, le=50, description="Papers passed to the answerer by default (1..50).")
 
     # Generation
     llm: str = Field("auto", description="auto (Ollama, else offline), ollama, or none (offline).")
@@ -56,8 +59,8 @@ class Settings(BaseSettings):
         validation_alias=AliasChoices("OLLAMA_HOST", "RAG_OLLAMA_HOST"),
         description="Ollama server URL (OLLAMA_HOST, as for the ollama CLI).",
     )
-    num_ctx: int = Field(8192, description="Context window requested from Ollama.")
-    llm_timeout: float = Field(120.0, description="Seconds to wait for Ollama before giving up.")
+    num_ctx: int = Field(8192, ge=512, le=1_048_576, description="Context window requested from Ollama.")
+    llm_timeout: float = Field(120.0, gt=0, le=86_400, description="Seconds to wait for Ollama before giving up.")
     think: bool | Literal["low", "medium", "high"] | None = Field(
         None, description="Ollama's `think` option: unset (not sent), true/false, or low/medium/high "
         "for models that take levels. Reasoning is never part of the answer either way.",
@@ -79,6 +82,10 @@ class Settings(BaseSettings):
     # Service (RAG_SERVER_URL, for the thin client, is read by rag/client.py itself)
     api_key: str | None = Field(None, description="Bearer token required by `rag serve` when set.")
     cors_origins: str = Field("", description="Comma-separated origins allowed by CORS.")
+    allowed_hosts: str = Field("", description="Comma-separated extra Host names `rag serve` answers "
+                               "when no API key is set (localhost and its own address always; `*`: any).")
+    max_body_kb: int = Field(1024, ge=1, le=1_048_576, description="Largest request body, in KB "
+                             "(refused with 413 before it is parsed).")
 
     @field_validator("keep_alive")
     @classmethod
@@ -98,6 +105,34 @@ class Settings(BaseSettings):
             raise ValueError("expected a positive number of tokens, or -1 for no limit")
         return value
 
+    @model_validator(mode="after")
+    def _overlap_below_size(self) -> Settings:
+        if self.chunk_overlap >= self.chunk_size:
+            raise ValueError(f"RAG_CHUNK_OVERLAP={self.chunk_overlap} must be less than "
+                             f"RAG_CHUNK_SIZE={self.chunk_size}")
+        return self
+
+    @field_validator("home")
+    @classmethod
+    def _home(cls, value: Path) -> Path:
+        if value.exists() and not value.is_dir():
+            raise ValueError(f"{value} is a file, not a directory: point RAG_HOME at a directory")
+        if value.is_dir() and value.stat().st_uid != os.getuid():
+            raise ValueError(f"{value} belongs to another user: rag keeps its index only in a "
+                             "directory of its own user")
+        return value
+
+    @field_validator("model_cache")
+    @classmethod
+    def _model_cache(cls, value: Path) -> Path:
+        # checked here so a bad path is a named setting error, not a traceback at export time
+        parent = value
+        while not parent.exists() and parent != parent.parent:
+            parent = parent.parent
+        if not parent.is_dir() or (parent != value and not os.access(parent, os.W_OK)):
+            raise ValueError(f"{value} cannot be created (not a writable directory: {parent})")
+        return value
+
     @property
     def index_dir(self) -> Path:
         return self.home / "chroma"
@@ -114,7 +149,8 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{env_name(str(e['loc'][0]))}={e.get('input')!r}: {e['msg']}" for e in exc.errors()
+            f"{env_name(str(e['loc'][0]))}={e.get('input')!r}: {e['msg']}" if e["loc"]
+            else e["msg"].removeprefix("Value error, ") for e in exc.errors()
         )
         raise InputError(f"bad setting: {problems}",
                          "fix or unset that environment variable (README: Configuration)") from None

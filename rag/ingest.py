@@ -18,7 +18,17 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.config import Settings
-from rag.corpus import FileResult, Paper, Restrict, expand_paths, merge_papers, read_file
+from rag.corpus import (
+    FileResult,
+    Paper,
+    Restrict,
+    expand_paths,
+    merge_papers,
+    read_file,
+    resolve_id_clashes,
+    same_abstract,
+    where,
+)
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.errors import IndexStoreError, InputError, ParseError
@@ -63,7 +73,7 @@ class IngestReport:
 def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
     """One writer at a time per data directory; a second ingest waits, saying so."""
     try:
-        settings.home.mkdir(parents=True, exist_ok=True)
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private (README: Security)
         lock = open(settings.home / "ingest.lock", "a")  # noqa: SIM115 (closed below)
     except OSError as exc:  # a read-only or unreachable data directory
         raise IndexStoreError(
@@ -108,6 +118,20 @@ def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
             skipped.extend(str(p) for p in result.problems)
         results.append(result)
     return results, skipped
+
+
+def _clashes(store: Store, paper: Paper, skip: bool) -> bool:
+    """Whether another file's paper already holds this id with a different abstract (True:
+    skip this record); refused unless `skip`."""
+    stored = store.paper(paper.paper_id)
+    if stored is None or same_abstract(stored, paper):
+        return False
+    if not skip:
+        raise InputError(
+            f"id {paper.paper_id!r} at {where(paper)} has a different abstract from the one "
+            f"indexed from {stored.source}",
+            "give it another id, or pass --replace (replace it) or --skip-bad (keep the indexed one)")
+    return True
 
 
 def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
@@ -166,7 +190,10 @@ def _splitter(settings: Settings) -> object:
 def ingest(
     paths: list[Path], settings: Settings, *, prune: bool = False, skip_bad: bool = False,
     show_progress: bool = True, store: Store | None = None, restrict: Restrict | None = None,
+    replace: bool = False,
 ) -> IngestReport:
+    """`replace`: a record whose id is already taken by a different abstract (in these files
+    or in the index) replaces it; `skip_bad` keeps the first; neither: refused, exit 2."""
     started = time.perf_counter()
     from rag.embed_gpu import choose_device
 
@@ -176,7 +203,10 @@ def ingest(
     for r in results:
         for why, n in r.left_out.items():
             report.left_out[why] = report.left_out.get(why, 0) + n
-    papers = merge_papers([p for r in results for p in r.papers])
+    keep_later = True if replace else (False if skip_bad else None)
+    read, clashes = resolve_id_clashes([p for r in results for p in r.papers], keep_later)
+    report.skipped.extend(clashes)
+    papers = merge_papers(read)
     report.papers = len(papers)
     if not papers and not prune:
         if report.left_out:
@@ -197,6 +227,10 @@ def ingest(
                 report.unchanged += 1
                 continue
             else:
+                if not replace and state[3] != paper.source and _clashes(store, paper, skip_bad):
+                    report.skipped.append(f"id {paper.paper_id!r} at {where(paper)}: kept the "
+                                          f"abstract already indexed from {state[3]}")
+                    continue
                 report.changed += 1
             todo[paper.source].append(paper)
 

@@ -7,7 +7,9 @@ wheel (`pip install .`, `pip install --user`) alike.
 
 from __future__ import annotations
 
+import re
 import string
+import unicodedata
 from dataclasses import dataclass
 from functools import lru_cache
 from importlib.resources import files
@@ -72,19 +74,33 @@ def templates(directory: Traversable = PROMPTS_DIR) -> dict[str, Template]:
     return {name: load_template(name, directory) for name in EXPECTED}
 
 
+# Written by hand: no library neutralises look-alike tags. Zero-width and soft-hyphen
+# characters are dropped and the text NFKC-normalised (full-width ＜ becomes <) before
+# matching, so `</SOURCE>`, `< /source>`, `＜/ｓｏｕｒｃｅ>` and `</sou\u200brce>` are all caught.
+_INVISIBLE = dict.fromkeys(map(ord, "\u00ad\u180e\u200b\u200c\u200d\u200e\u200f\u2060\ufeff"))
+_TAG = re.compile(r"<(\s*/?\s*(?:source|claim|client_preferences)\b)", re.IGNORECASE)
+
+
 def fence(text: str) -> str:
-    """Keep source text inside its fence: it must not open or close a <source> tag."""
-    return text.replace("<source", "‹source").replace("</source", "‹/source")
+    """Keep untrusted text inside its fence: it must not open or close a tag the prompts use
+    (<source>, <claim>, <client_preferences>), however it is spelled."""
+    clean = unicodedata.normalize("NFKC", text).translate(_INVISIBLE)
+    return _TAG.sub(r"‹\1", clean)
+
+
+def _line(text: str) -> str:
+    """A one-line field, fenced and kept on its line (it cannot fake an `abstract:` line)."""
+    return " ".join(fence(text).split())
 
 
 def format_source(n: int, label: str, title: str | None, authors: list[str], venue_year: str,
                   abstract: str) -> str:
     lines = [
         f'<source n="{n}">',
-        f"label: {fence(label)}",
-        f"title: {fence(title or '(untitled)')}",
-        f"authors: {fence(', '.join(authors) or 'unknown')}",
-        f"venue/year: {venue_year or 'unknown'}",
+        f"label: {_line(label)}",
+        f"title: {_line(title or '(untitled)')}",
+        f"authors: {_line(', '.join(authors) or 'unknown')}",
+        f"venue/year: {_line(venue_year or 'unknown')}",
         "abstract:",
         fence(abstract),
         "</source>",

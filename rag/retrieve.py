@@ -10,11 +10,12 @@ from __future__ import annotations
 
 import json
 import logging
-import pickle
 import re
+import shutil
 import threading
 import unicodedata
 from dataclasses import dataclass, field
+from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag import metadata_match
@@ -33,7 +34,7 @@ log = logging.getLogger(__name__)
 
 RRF_K = 60  # the constant of Cormack et al. (2009), also llama-index's default
 DENSE_POOL = 200  # chunks taken from each retriever before fusion
-SNAPSHOT_FORMAT = 2  # bump when Snapshot changes shape: old disk caches are then ignored
+SNAPSHOT_FORMAT = 3  # bump when Snapshot changes shape: old disk caches are then ignored
 
 
 @dataclass
@@ -64,9 +65,13 @@ class Snapshot:
     chunk texts and the BM25 index, all rebuilt from the store (so replicas agree) and
     cached on disk next to it, keyed by the store's write version."""
 
-    def __init__(self, store: Store) -> None:
+    def __init__(self, store: Store | None, parts: dict[str, Any] | None = None) -> None:
         import bm25s
 
+        if store is None:  # read back from the disk cache (`_load_cached`)
+            assert parts is not None
+            self._restore(parts)
+            return
         self.version = store.version
         ids, docs, metas = store.chunks()
         self.chunk_ids: list[str] = ids
@@ -83,6 +88,35 @@ class Snapshot:
         self.bm25 = bm25s.BM25()
         if texts:
             self.bm25.index(_tokenize(texts), show_progress=False)
+
+    def _restore(self, parts: dict[str, Any]) -> None:
+        self.version = parts["version"]
+        self.chunk_ids = parts["chunk_ids"]
+        self.chunk_text = dict(zip(self.chunk_ids, parts["chunk_docs"], strict=True))
+        self.chunk_paper = dict(zip(self.chunk_ids, parts["chunk_papers"], strict=True))
+        self.papers = {pid: Paper.from_dict(d) for pid, d in parts["papers"].items()}
+        self.bm25 = parts["bm25"]
+
+    def save(self, folder: Path) -> None:
+        """JSON and NumPy arrays (bm25s's own save, no pickle): a planted cache file can at
+        worst give wrong rankings, never run code."""
+        folder.mkdir(parents=True, exist_ok=True)
+        self.bm25.save(str(folder), allow_pickle=False)
+        parts = {"version": self.version, "chunk_ids": self.chunk_ids,
+                 "chunk_docs": [self.chunk_text[i] for i in self.chunk_ids],
+                 "chunk_papers": [self.chunk_paper[i] for i in self.chunk_ids],
+                 "papers": {pid: p.to_dict() for pid, p in self.papers.items()}}
+        (folder / "snapshot.json").write_text(json.dumps(parts), encoding="utf-8")
+
+    @classmethod
+    def load(cls, folder: Path) -> Snapshot:
+        import bm25s
+
+        parts = json.loads((folder / "snapshot.json").read_text(encoding="utf-8"))
+        if not isinstance(parts, dict):
+            raise ValueError("not a snapshot")
+        parts["bm25"] = bm25s.BM25.load(str(folder), load_corpus=False, allow_pickle=False)
+        return cls(None, parts)
 
     def bm25_ranking(self, query: str, pool: int, keep: np.ndarray | None = None
                      ) -> list[tuple[str, float]]:
@@ -115,23 +149,25 @@ def load_snapshot(store: Store, settings: Settings) -> Snapshot:
         snap = _snapshots.get(key)
         if snap is not None and snap.version == version:
             return snap
-        cache = settings.home / "cache" / f"{store.name}-v{version}-f{SNAPSHOT_FORMAT}.pickle"
+        cache = settings.home / "cache" / f"{store.name}-v{version}-f{SNAPSHOT_FORMAT}"
         snap = None
-        if cache.exists():
+        if cache.is_dir() and not cache.is_symlink():
             try:
-                with cache.open("rb") as fh:
-                    snap = pickle.load(fh)
-            except Exception:  # a stale or broken cache is rebuilt, never fatal
+                snap = Snapshot.load(cache)
+            except Exception:  # a stale, broken or planted cache is rebuilt, never fatal
                 snap = None
         if snap is None or snap.version != version:
             snap = Snapshot(store)
             try:
-                cache.parent.mkdir(parents=True, exist_ok=True)
-                for old in cache.parent.glob(f"{store.name}-v*.pickle"):
-                    old.unlink(missing_ok=True)
-                tmp = cache.with_suffix(".tmp")
-                with tmp.open("wb") as fh:
-                    pickle.dump(snap, fh)
+                if not snap.chunk_ids:  # an empty index: nothing worth caching
+                    raise OSError("empty index")
+                for old in cache.parent.glob(f"{store.name}-v*"):  # incl. old .pickle files
+                    if old.is_dir() and not old.is_symlink():
+                        shutil.rmtree(old)
+                    else:
+                        old.unlink(missing_ok=True)
+                tmp = cache.with_name(cache.name + ".tmp")
+                snap.save(tmp)
                 tmp.replace(cache)
             except OSError as exc:
                 log.warning("could not cache the BM25 index: %s", exc)

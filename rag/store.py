@@ -138,7 +138,8 @@ def _client(settings: Settings) -> Any:
                 host=url.hostname or "127.0.0.1", port=url.port or 8000,
                 ssl=url.scheme == "https", settings=chroma_settings,
             )
-        settings.index_dir.mkdir(parents=True, exist_ok=True)
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: abstracts may be
+        settings.index_dir.mkdir(mode=0o700, exist_ok=True)
         # hnswlib crashes the process on a damaged segment; say so before Chroma loads it
         check_segments(settings.index_dir, settings.home / "cache",
                        f"rebuild it: {rebuild_command(settings)}")
@@ -232,7 +233,14 @@ class Store:
                     "then restart `rag serve`",
                 )
             meta = self.client.get_collection(self.name, embedding_function=None).metadata or {}
-            self._version = (int(meta.get("version", 0)), now)
+            version = int(meta.get("version", 0))
+            if self._version is not None and version != self._version[0] and not self.settings.chroma_url:
+                # The embedded store keeps its vector index in memory and never sees another
+                # process's writes (a running server would rank new papers by BM25 alone):
+                # open it afresh, as a new process would.
+                self.close()
+                self.__init__(self.settings)  # type: ignore[misc]
+            self._version = (version, now)
         return self._version[0]
 
     def _get_all(self, include: list[str], where: dict[str, Any] | None = None) -> dict[str, Any]:

@@ -21,6 +21,7 @@ from starlette.types import ASGIApp, Message, Receive, Scope, Send
 from rag import __version__
 from rag.answering import Pipeline
 from rag.api import errors
+from rag.api.limits import RequestGuards
 from rag.api.relay import run_blocking
 from rag.api.routes import answers, openai, papers, service
 from rag.config import Settings
@@ -116,11 +117,14 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
             "the chat page needs `Authorization: Bearer <key>`."
         ),
         lifespan=lifespan,
+        max_body_size=settings.max_body_kb * 1024,  # FastAPI's own limit: 413 before parsing
+        docs_url=None, redoc_url=None,  # FastAPI's load Swagger UI from a CDN: see _local_docs
     )
     app.state.settings = settings
     app.state.pipeline = pipeline
     errors.install(app)
     app.add_middleware(_PageHeaders)
+    app.add_middleware(RequestGuards, settings=settings)  # Host, key before body, stalled body
     origins = _cors_origins(settings)
     if origins:
         app.add_middleware(
@@ -135,7 +139,25 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         return FileResponse(WEB_DIR / "index.html", media_type="text/html; charset=utf-8")
 
     app.mount("/static", StaticFiles(directory=WEB_DIR), name="static")
+    _local_docs(app)
     return app
+
+
+def _local_docs(app: FastAPI) -> None:
+    """/docs with Swagger UI's files from the swagger-ui-bundle package: works offline."""
+    from fastapi.openapi.docs import get_swagger_ui_html
+    from fastapi.responses import HTMLResponse
+    from swagger_ui_bundle import swagger_ui_path
+
+    app.mount("/docs-assets", StaticFiles(directory=swagger_ui_path), name="docs-assets")
+
+    @app.get("/docs", include_in_schema=False)
+    async def docs() -> HTMLResponse:
+        return get_swagger_ui_html(
+            openapi_url="/openapi.json", title="rag API",
+            swagger_js_url="/docs-assets/swagger-ui-bundle.js",
+            swagger_css_url="/docs-assets/swagger-ui.css",
+            swagger_favicon_url="/docs-assets/favicon-32x32.png")
 
 
 def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None:
@@ -156,7 +178,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     level = logging.getLevelName(logging.getLogger("rag").getEffectiveLevel())
     try:
         uvicorn.run(app, host=host, port=port, log_config=log_config(level), log_level=level.lower(),
-                    timeout_graceful_shutdown=5)
+                    timeout_graceful_shutdown=5, timeout_keep_alive=5, limit_concurrency=256)
     except SystemExit as exc:  # uvicorn exits 1/3 when it cannot start; say so as rag does
         if exc.code not in (0, None):
             raise RagError(f"the server on {host}:{port} could not start",

@@ -10,7 +10,7 @@ from __future__ import annotations
 import dataclasses
 from typing import Any, Literal, get_type_hints
 
-from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
+from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 
 from rag.corpus.paper import Paper
 from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
@@ -21,6 +21,12 @@ MAX_MESSAGES = 50
 MAX_OPENAI_MESSAGES = 1000
 OPENAI_HISTORY = 20
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
+MAX_TOTAL_CHARS = 200_000  # all messages of one request together (bounds the work per request)
+
+
+def _total_chars(texts: list[str]) -> None:
+    if sum(map(len, texts)) > MAX_TOTAL_CHARS:
+        raise ValueError(f"the messages are at most {MAX_TOTAL_CHARS} characters together")
 
 
 class _Public(BaseModel):
@@ -194,6 +200,11 @@ class ChatRequest(_AnswerOptions):
     )
     stream: bool = Field(False, description="Answer as server-sent events (token, final, error).")
 
+    @model_validator(mode="after")
+    def _not_huge(self) -> ChatRequest:
+        _total_chars([m.content for m in self.messages])
+        return self
+
 
 # -- search and papers -----------------------------------------------------------------------
 
@@ -253,7 +264,8 @@ class OllamaStatusPublic(_Public):
 
 
 class HealthPublic(_Public):
-    status: Literal["ok"]
+    status: Literal["ok", "error"] = Field(description="error: the index cannot be read (see index_error).")
+    index_error: str | None = None
     version: str
     index: str
     papers: int
@@ -283,7 +295,9 @@ class OpenAIMessage(BaseModel):
     @field_validator("content")
     @classmethod
     def _not_huge(cls, v: str | list[OpenAIContentPart] | None) -> Any:
-        if isinstance(v, str) and len(v) > MAX_MESSAGE_CHARS:
+        # a list of parts counts all its text: split into parts, a message is no longer
+        n = len(v) if isinstance(v, str) else sum(len(p.text or "") for p in v or [])
+        if n > MAX_MESSAGE_CHARS:
             raise ValueError(f"a message is at most {MAX_MESSAGE_CHARS} characters")
         return v
 
@@ -312,6 +326,11 @@ class ChatCompletionRequest(_Filters):
     n: int | None = Field(None, description="Only 1 is supported.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
     strict: bool = Field(False, description="rag extension: drop unsupported sentences.")
+
+    @model_validator(mode="after")
+    def _not_huge(self) -> ChatCompletionRequest:
+        _total_chars([m.text() for m in self.messages])
+        return self
 
 
 class AssistantMessagePublic(_Public):

@@ -2,8 +2,10 @@
 
 from __future__ import annotations
 
+import errno
 import os
 import re
+import stat
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -15,7 +17,18 @@ from rag.errors import InputError, ParseError
 
 __all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers"]
 
-MAX_FILE_BYTES = int(os.environ.get("RAG_MAX_FILE_MB", "20")) * 1024 * 1024
+
+
+def _max_file_bytes() -> int:
+    # rag.config validates RAG_MAX_FILE_MB and names it when bad (this layer may not import it);
+    # here a bad value only must not crash the import.
+    try:
+        return max(1, int(os.environ.get("RAG_MAX_FILE_MB", "20"))) * 1024 * 1024
+    except ValueError:
+        return 20 * 1024 * 1024
+
+
+MAX_FILE_BYTES = _max_file_bytes()
 MAX_ABSTRACT_CHARS = 20_000
 SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ""}  # not .md: a README is no corpus
 
@@ -52,6 +65,12 @@ def expand_paths(paths: list[Path]) -> list[Path]:
             out.extend(found)
         elif p.exists():
             out.append(p)
+        elif p.is_symlink():  # exists() is False for a dangling link and for a loop alike
+            try:
+                p.stat()
+            except OSError as exc:
+                why = "symbolic link loop" if exc.errno == errno.ELOOP else "dangling symbolic link"
+                raise InputError(f"{p}: {why}", "point at the file itself") from None
         else:
             raise InputError(f"{p}: no such file or directory", "check the path")
     return out
@@ -81,6 +100,7 @@ def read_file(path: Path, restrict: Restrict | None = None) -> FileResult:
     """Parse one file, keeping the records `restrict` keeps. Raises ParseError for a file that
     cannot be read at all."""
     source = display_path(path)
+    _regular(path, source)  # before anything opens it: opening a FIFO blocks
     if arxiv.is_snapshot(path):  # streamed: no size limit, only the kept records in memory
         papers, problems, left_out = arxiv.read_snapshot(path, source, restrict)
         return _finish(FileResult(path, source, arxiv.LAYOUT, left_out=left_out), papers,
@@ -97,15 +117,34 @@ def read_file(path: Path, restrict: Restrict | None = None) -> FileResult:
     return _finish(FileResult(path, source, layout, digest=sha(text)), papers, problems, restrict)
 
 
+def _regular(path: Path, source: str) -> None:
+    try:
+        mode = path.stat().st_mode
+    except OSError as exc:
+        raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check the path") from None
+    if not stat.S_ISREG(mode):
+        raise ParseError(source, None, "cannot read file: not a regular file (a FIFO, device, socket or directory)",
+                         "give a regular file holding abstracts")
+
+
 def _read_text(path: Path, source: str) -> str:
     try:
-        size = path.stat().st_size
-        if size > MAX_FILE_BYTES:
+        # O_NONBLOCK: a file swapped for a FIFO after the check above must not hang the open;
+        # the read is capped by bytes read, since st_size is 0 for /dev/zero and pipes.
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            st = os.fstat(fh.fileno())
+            if not stat.S_ISREG(st.st_mode):
+                raise ParseError(source, None, "not a regular file", "give a regular file")
+            if st.st_size > MAX_FILE_BYTES:
+                raise ParseError(
+                    source, None, f"file is {st.st_size / 2**20:.0f} MB; the limit is "
+                    f"{MAX_FILE_BYTES // 2**20} MB", "split it into smaller files, or raise RAG_MAX_FILE_MB")
+            data = fh.read(MAX_FILE_BYTES + 1)
+        if len(data) > MAX_FILE_BYTES:
             raise ParseError(
-                source, None, f"file is {size / 2**20:.0f} MB; the limit is {MAX_FILE_BYTES // 2**20} MB",
+                source, None, f"file is over the limit of {MAX_FILE_BYTES // 2**20} MB",
                 "split it into smaller files, or raise RAG_MAX_FILE_MB",
             )
-        data = path.read_bytes()
     except OSError as exc:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
     return _decode(data, source)
@@ -153,6 +192,41 @@ def infer_metadata(paper: Paper) -> None:
                 break
     if not paper.year and paper.arxiv_id and re.match(r"\d{4}\.", paper.arxiv_id):
         paper.year = 2000 + int(paper.arxiv_id[:2])
+
+
+def where(p: Paper) -> str:
+    return f"{p.source}:{p.line}" if p.line else p.source
+
+
+def same_abstract(a: Paper, b: Paper) -> bool:
+    """Also true for two records of one arXiv id: renderings of its versions, merged as
+    merge_papers documents, not a clash."""
+    if a.arxiv_id and a.arxiv_id == b.arxiv_id == a.paper_id:
+        return True
+    return norm_text(a.abstract) == norm_text(b.abstract)
+
+
+def resolve_id_clashes(papers: list[Paper], keep_later: bool | None) -> tuple[list[Paper], list[str]]:
+    """Records with the same id but different abstracts: refused (keep_later None, InputError
+    naming both places), or the first (False) or the later one (True) kept, each said.
+    The same id with the same abstract is the same paper, merged silently by merge_papers."""
+    first: dict[str, Paper] = {}
+    dropped: set[int] = set()
+    said: list[str] = []
+    for p in papers:
+        seen = first.get(p.paper_id)
+        if seen is None or same_abstract(seen, p):
+            first.setdefault(p.paper_id, p)
+            continue
+        clash = f"id {p.paper_id!r} has a different abstract at {where(seen)} and at {where(p)}"
+        if keep_later is None:
+            raise InputError(clash, "give one record another id, or pass --skip-bad (keep the "
+                             "first) or --replace (keep the later)")
+        dropped.add(id(seen) if keep_later else id(p))
+        said.append(f"{clash}: kept {where(p) if keep_later else where(seen)}")
+        if keep_later:
+            first[p.paper_id] = p
+    return [p for p in papers if id(p) not in dropped], said
 
 
 def merge_papers(papers: list[Paper]) -> list[Paper]:

@@ -15,8 +15,8 @@ from rag.corpus.paper import Paper
 from rag.errors import ParseError
 
 _JSON_FIELDS: dict[str, tuple[type, ...]] = {
-    "abstract": (str,), "text": (str,), "title": (str, type(None)), "id": (str, int),
-    "_id": (str, int), "year": (int, str, type(None)), "venue": (str, type(None)),
+    "abstract": (str,), "text": (str,), "title": (str, type(None)), "id": (str, int, type(None)),
+    "_id": (str, int, type(None)), "year": (int, str, type(None)), "venue": (str, type(None)),
     "authors": (list, str, type(None)), "arxiv_id": (str, type(None)), "doi": (str, type(None)),
     "date": (str, type(None)), "journal_ref": (str, type(None)),
 }
@@ -56,7 +56,7 @@ def _json_record(obj: Any, path: str, no: int) -> Paper:
     paper = _paper(abstract, title=obj.get("title") or None, arxiv_id=arxiv, authors=authors,
                    venue=obj.get("venue"), year=year, doi=obj.get("doi"), date=obj.get("date"),
                    journal_ref=obj.get("journal_ref"), line=no)
-    given = obj.get("id", obj.get("_id"))
+    given = obj["id"] if obj.get("id") is not None else obj.get("_id")  # null: as if missing
     if given is not None and str(given).strip():
         paper.paper_id = str(given).strip()
     return paper

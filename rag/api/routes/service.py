@@ -23,12 +23,13 @@ HEALTH_OLLAMA_TIMEOUT = 2.0
             summary="Index, models and Ollama status (never needs the API key)")
 async def health(pipeline: PipelineDep, light: LightExecutorDep, settings: SettingsDep) -> Any:
     def probe() -> dict[str, Any]:
+        index_error = None
         try:
             snap = pipeline.retriever.snapshot()
             index = {"papers": len(snap.papers), "chunks": len(snap.chunk_ids)}
         except RagError as exc:  # the index broke under the server: /health still answers
             log.error("health: %s (hint: %s)", exc.message, exc.hint)
-            index = {"papers": 0, "chunks": 0}
+            index, index_error = {"papers": 0, "chunks": 0}, f"{exc.message} ({exc.hint})"
         ollama: dict[str, Any] = {"host": settings.ollama_host, "model": settings.model,
                                   "reachable": False, "model_present": False, "error": None}
         client = None
@@ -43,7 +44,8 @@ async def health(pipeline: PipelineDep, light: LightExecutorDep, settings: Setti
             if client is not None:
                 client.close()
         return {
-            "status": "ok", "version": __version__, "index": settings.index, **index,
+            "status": "error" if index_error else "ok", "index_error": index_error,
+            "version": __version__, "index": settings.index, **index,
             "embedding_model": getattr(pipeline.retriever.embedder, "name", "unknown"),
             "llm": settings.llm, "ollama": ollama, "auth_required": bool(settings.api_key),
         }
