@@ -19,6 +19,7 @@ import numpy as np
 from rag.answering.check import Checker
 from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
+from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
 from rag.retrieve import Retriever
@@ -47,14 +48,13 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     named = names.mentioned(question)
     by_name: dict[str, Source] = {}
     if len(named) >= 2:
-        from rag.corpus.text import short_label  # the display name CorpusNames indexes
-
+        # keyed like CorpusNames (the display name, lower-case)
         papers = {short_label(p.title, p.label).lower(): p
                   for p in retriever.snapshot().papers.values()}
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
-        for i, name in enumerate(named[:MAX_ROWS], 1):
-            paper = papers[name]
-            by_name[name] = Source(i, paper, relevance.get(paper.paper_id, 1.0))
+        for name in named:
+            if (paper := papers.get(name)) is not None and len(by_name) < MAX_ROWS:
+                by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
     known = {n.lower() for n in names.known}
     missing = []
     for run in _RUN.finditer(question):

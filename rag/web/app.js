@@ -451,6 +451,10 @@ async function loadStatus() {
       : (o.reachable ? "Ollama has no " + o.model + ": answers are offline"
         : "Ollama not running: answers are offline");
     $("status").classList.toggle("offline", !o.model_present);
+    if (health.status === "error") {  // the index is gone or broken under the server
+      $("status").textContent = "Index problem: " + (health.index_error || "see the server's log");
+      $("status").classList.add("offline");
+    }
     if (health.auth_required && !state.apiKey) $("key-form").hidden = false;
   } catch (_) {
     $("status").textContent = "server not reachable";
