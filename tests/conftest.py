@@ -71,6 +71,17 @@ def ollama_server() -> Iterator[object]:
 
 
 @pytest.fixture(scope="module")
+def ollama_pipeline(seeded_settings, ollama):  # type: ignore[no-untyped-def]
+    """A Pipeline over the seeds answering through the module's Ollama test server."""
+    from rag.answering.pipeline import Pipeline
+    from rag.config import get_settings
+
+    get_settings.cache_clear()  # think/keep_alive/num_predict: from this process's environment
+    with Pipeline(seeded_settings.model_copy(update={"ollama_host": ollama.url, "llm": "ollama"})) as p:
+        yield p
+
+
+@pytest.fixture(scope="module")
 def ollama() -> Iterator[object]:
     """One Ollama test server for a module's `rag serve` (tests set its behaviour)."""
     from tests.ollama_server import OllamaTestServer

@@ -85,6 +85,16 @@ def serving(seeded_home: Path, base: Path, env: dict[str, str],
         srv.stop()
 
 
+def parse_sse(text: str) -> list[tuple[str, Any]]:
+    """(event, data) for each server-sent event of a whole response body."""
+    out = []
+    for block in text.strip().split("\n\n"):
+        lines = block.split("\n")
+        kind = next(ln[6:].strip() for ln in lines if ln.startswith("event:"))
+        out.append((kind, json.loads("\n".join(ln[5:].lstrip() for ln in lines if ln.startswith("data:")))))
+    return out
+
+
 def sse_events(resp: httpx.Response) -> Iterator[tuple[str, Any, float]]:
     """(event, data, arrival time) for each server-sent event of a streaming response."""
     event, data = "message", list[str]()

@@ -4,7 +4,6 @@ and never confused with numbers that are not citations."""
 from __future__ import annotations
 
 import json
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -101,27 +100,13 @@ def test_streamed_text_normalises_as_the_whole_text_does(text: str, cuts: list[i
 # -- end to end: the answering pipeline and `rag ask` through the Ollama test server ----------
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OllamaTestServer]:
-    with OllamaTestServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def pipeline(seeded_settings: Any, server: OllamaTestServer) -> Iterator[Any]:
-    from rag.answering.pipeline import Pipeline
-
-    with Pipeline(seeded_settings.model_copy(update={"ollama_host": server.url, "llm": "ollama"})) as p:
-        yield p
-
-
 @pytest.mark.parametrize("behaviour", [*CITATION_STYLES, "cite_reversed"])
-def test_every_style_cites_the_right_paper(pipeline: Any, server: OllamaTestServer,
+def test_every_style_cites_the_right_paper(ollama_pipeline: Any, ollama: OllamaTestServer,
                                            behaviour: str) -> None:
     from rag.schema import AskOptions
 
-    server.behaviour = behaviour
-    answer = pipeline.answer(Q, AskOptions(llm="ollama"))
+    ollama.behaviour = behaviour
+    answer = ollama_pipeline.answer(Q, AskOptions(llm="ollama"))
     assert_cited_right(answer)
     assert answer.dropped_citations == 0
     if behaviour == "cite_reversed":
@@ -131,20 +116,20 @@ def test_every_style_cites_the_right_paper(pipeline: Any, server: OllamaTestServ
         assert answer.rewritten_citations, behaviour
 
 
-def test_an_answer_cut_by_num_predict_is_marked_incomplete(pipeline: Any, server: OllamaTestServer) -> None:
+def test_an_answer_cut_by_num_predict_is_marked_incomplete(ollama_pipeline: Any, ollama: OllamaTestServer) -> None:
     from rag.schema import AskOptions
 
-    server.behaviour = "length"
-    answer = pipeline.answer(Q, AskOptions(llm="ollama"))
+    ollama.behaviour = "length"
+    answer = ollama_pipeline.answer(Q, AskOptions(llm="ollama"))
     assert answer.incomplete and answer.finish_reason == "length"
     assert any("token limit" in n for n in answer.notices)
 
 
 def test_rag_ask_json_says_what_was_rewritten(seeded_settings: Any, tmp_path: Any,
-                                              server: OllamaTestServer) -> None:
-    server.behaviour = "cite_source_parens"
+                                              ollama: OllamaTestServer) -> None:
+    ollama.behaviour = "cite_source_parens"
     res = run_rag("ask", Q, "--json", cwd=tmp_path, env={
-        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": server.url})
+        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url})
     assert res.returncode == 0, res.stderr
     obj = json.loads(res.stdout)
     assert {"from": "(Source 1)", "to": "[1]"} in obj["rewritten_citations"]

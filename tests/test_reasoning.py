@@ -6,7 +6,6 @@ from __future__ import annotations
 
 import json
 import re
-from collections.abc import Iterator
 from typing import Any
 
 import pytest
@@ -16,6 +15,7 @@ from hypothesis import strategies as st
 from rag.llm import Ollama, StreamEnd, ThinkFilter, Thinking, Token, opens_think_in_prompt
 from tests.conftest import run_rag
 from tests.ollama_server import REASONING, THINKING, OllamaTestServer
+from tests.rag_server import parse_sse
 
 FACT_Q = "What speedup does Skrull report over DeepSpeed?"
 
@@ -111,22 +111,6 @@ def test_complete_returns_the_answer_without_reasoning() -> None:
 # -- end to end: the answering pipeline and `rag ask` through the Ollama test server ----------
 
 
-@pytest.fixture(scope="module")
-def server() -> Iterator[OllamaTestServer]:
-    with OllamaTestServer() as s:
-        yield s
-
-
-@pytest.fixture(scope="module")
-def pipeline(seeded_settings: Any, server: OllamaTestServer) -> Iterator[Any]:
-    from rag.answering.pipeline import Pipeline
-    from rag.config import get_settings
-
-    get_settings.cache_clear()
-    with Pipeline(seeded_settings.model_copy(update={"ollama_host": server.url, "llm": "ollama"})) as p:
-        yield p
-
-
 def assert_cited_right(answer: Any) -> None:
     """No reasoning in the answer; every claim cites the paper it came from, and is supported."""
     assert "think>" not in answer.answer and "Okay" not in answer.answer and "[7]" not in answer.answer
@@ -139,16 +123,16 @@ def assert_cited_right(answer: Any) -> None:
 
 
 @pytest.mark.parametrize("behaviour", [b for b in REASONING if b != "think_unterminated"])
-def test_reasoning_never_reaches_the_answer(pipeline: Any, server: OllamaTestServer,
+def test_reasoning_never_reaches_the_answer(ollama_pipeline: Any, ollama: OllamaTestServer,
                                             behaviour: str) -> None:
     from rag.schema import AskOptions, DoneEvent, ProgressEvent, TokenEvent
 
-    server.behaviour = behaviour
+    ollama.behaviour = behaviour
     # A model's template is read once per client: the template-opened style is another model.
     model = "qwq" if behaviour == "think_close_only" else None
-    if model and "qwq:latest" not in server.models:
-        server.models.append("qwq:latest")
-    events = list(pipeline.stream(FACT_Q, AskOptions(llm="ollama", model=model)))
+    if model and "qwq:latest" not in ollama.models:
+        ollama.models.append("qwq:latest")
+    events = list(ollama_pipeline.stream(FACT_Q, AskOptions(llm="ollama", model=model)))
     answer = events[-1].answer
     assert isinstance(events[-1], DoneEvent)
     assert_cited_right(answer)
@@ -159,55 +143,46 @@ def test_reasoning_never_reaches_the_answer(pipeline: Any, server: OllamaTestSer
 
 
 def test_a_model_that_reasons_until_its_token_limit_gives_an_incomplete_answer(
-        pipeline: Any, server: OllamaTestServer) -> None:
+        ollama_pipeline: Any, ollama: OllamaTestServer) -> None:
     from rag.schema import AskOptions
 
-    server.behaviour = "think_unterminated"
-    answer = pipeline.answer(FACT_Q, AskOptions(llm="ollama"))
+    ollama.behaviour = "think_unterminated"
+    answer = ollama_pipeline.answer(FACT_Q, AskOptions(llm="ollama"))
     assert answer.incomplete and answer.finish_reason == "length"
     assert answer.abstained and not answer.sources and "Okay" not in answer.answer
 
 
 def test_rag_ask_with_a_reasoning_model(seeded_settings: Any, tmp_path: Any,
-                                        server: OllamaTestServer) -> None:
-    server.behaviour = "think_field"
+                                        ollama: OllamaTestServer) -> None:
+    ollama.behaviour = "think_field"
     res = run_rag("ask", FACT_Q, "--json", cwd=tmp_path, env={
-        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": server.url, "RAG_THINK": "true",
+        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url, "RAG_THINK": "true",
         "RAG_KEEP_ALIVE": "10m"})
     assert res.returncode == 0, res.stderr
     obj = json.loads(res.stdout)
-    sent = [r["body"] for r in server.requests if r["path"] == "/api/chat"][-1]
+    sent = [r["body"] for r in ollama.requests if r["path"] == "/api/chat"][-1]
     assert sent["think"] is True and sent["keep_alive"] == "10m"
     assert "Okay" not in obj["answer"] and obj["citations"] and all(s["supported"] for s in obj["sentences"])
     assert obj["usage"]["prompt_tokens"] > 100 and obj["finish_reason"] == "stop"
     res = run_rag("ask", FACT_Q, cwd=tmp_path, env={
-        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": server.url, "RAG_THINK": "true"})
+        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url, "RAG_THINK": "true"})
     assert res.returncode == 0 and "Okay" not in res.stdout and "Okay" not in res.stderr
     assert "thinking" in res.stderr
 
 
-def _sse(text: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = block.split("\n")
-        kind = next(ln[6:].strip() for ln in lines if ln.startswith("event:"))
-        out.append((kind, json.loads("\n".join(ln[5:].lstrip() for ln in lines if ln.startswith("data:")))))
-    return out
-
-
-def test_the_api_shows_thinking_then_only_the_answer(seeded_settings: Any, server: OllamaTestServer) -> None:
+def test_the_api_shows_thinking_then_only_the_answer(seeded_settings: Any, ollama: OllamaTestServer) -> None:
     from fastapi.testclient import TestClient
 
     from rag.api import create_app
 
-    server.behaviour = "think_tags"
-    settings = seeded_settings.model_copy(update={"ollama_host": server.url})
+    ollama.behaviour = "think_tags"
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama.url})
     with TestClient(create_app(settings)) as client:
         r = client.post("/chat", json={"messages": [{"role": "user", "content": FACT_Q}],
                                        "stream": True, "llm": "ollama"})
         assert r.status_code == 200
-        events = _sse(r.text)
-        server.behaviour = "cite_source_parens"
+        events = parse_sse(r.text)
+        ollama.behaviour = "cite_source_parens"
         asked = client.post("/ask", json={"question": FACT_Q, "llm": "ollama"}).json()
     kinds = [k for k, _ in events]
     assert any(k == "progress" and d.get("stage") == "thinking" for k, d in events)

@@ -6,13 +6,13 @@ from __future__ import annotations
 
 import json
 import re
-from typing import Any
 
 from fastapi.testclient import TestClient
 
 from rag.api import create_app
 from tests.conftest import run_rag
 from tests.ollama_server import free_port_with_nothing_listening
+from tests.rag_server import parse_sse
 
 LONG_SEQ = "which systems target long-sequence training?"
 CHIP = "Which paper uses reinforcement learning for chip placement?"
@@ -92,19 +92,10 @@ def test_sse_sentence_events_are_the_final_answer(seeded_settings) -> None:  # t
             r = client.post("/chat", json={"messages": [{"role": "user", "content": question}],
                                            "stream": True, "llm": "none"})
             assert r.status_code == 200
-            events = _sse(r.text)
+            events = parse_sse(r.text)
             final = [d for k, d in events if k == "final"][0]
             sentences = [d for k, d in events if k == "sentence"]
             assert "".join(d["delta"] for d in sentences) == final["answer"]
             claims = [{k: d[k] for k in ("text", "citations", "supported", "support", "quote")}
                       for d in sentences if not d["meta"]]
             assert claims == final["sentences"]
-
-
-def _sse(text: str) -> list[tuple[str, Any]]:
-    out = []
-    for block in text.strip().split("\n\n"):
-        lines = block.split("\n")
-        kind = next(ln[6:].strip() for ln in lines if ln.startswith("event:"))
-        out.append((kind, json.loads("\n".join(ln[5:].lstrip() for ln in lines if ln.startswith("data:")))))
-    return out

@@ -22,7 +22,7 @@ from rag.answering.names import CorpusNames
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
-from rag.retrieve import Retriever
+from rag.retrieve import PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 from rag.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 
@@ -42,7 +42,7 @@ class Plan:
 
 
 def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
-         members: Callable[[], list[Source]]) -> Plan:
+         members: Callable[[], list[PaperHit]]) -> Plan:
     """Rows for the named papers in the order named, else for the papers `members` finds on
     the question's topic (as for "which papers" questions)."""
     named = names.mentioned(question)
@@ -63,9 +63,8 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
             missing += [w for w in words if w.lower() not in known and w.lower() not in by_name]
     if by_name:
         return Plan(list(by_name.values()), missing)
-    found = members() or chosen
-    return Plan([Source(i, s.paper, s.relevance) for i, s in enumerate(found[:MAX_ROWS], 1)],
-                missing)
+    found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
+    return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], missing)
 
 
 def prompt(template: Template, system: Template, no_answer: str, question: str,

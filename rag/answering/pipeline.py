@@ -143,9 +143,7 @@ class Pipeline:
         # decision says of the question as a whole: the named papers are the ones to compare.
         plan = compare.plan(
             standalone, chosen.sources, self.names, self.retriever,
-            lambda: [Source(i, h.paper, h.relevance)
-                     for i, h in enumerate(self.chooser.decide(standalone, filters, True).members, 1)]
-            if chosen.sources else [],
+            lambda: self.chooser.list_members(standalone, filters) if chosen.sources else [],
         ) if is_comparison(standalone) else None
         comparing = bool(plan and plan.sources)
         sources = plan.sources if plan else chosen.sources
@@ -182,7 +180,7 @@ class Pipeline:
                 yield NoticeEvent(message)
                 client = None
         checked = None
-        if comparing and plan:
+        if plan and comparing:
             if table is None:
                 table = compare.offline_table(standalone, sources, self.retriever, self.judge)
             checked = compare.check_table(table, sources, judge, opts.strict, plan.missing)
