@@ -260,7 +260,10 @@ class Relevance:
             "cov_aspect_doc": coverage(asked, record, st) if asked else 1.0,
             "miss_max": missing_max(asked, record, st), "cos_aspect": float(sims.max()),
             "named": float(bool(named)), "meta": max(r["meta"] for r in rows),
-            "record": record_answers(question, top.paper),
+            # A record field answers only about a paper the question names ("When was POMP
+            # created?"): any index's top paper has a date, whatever the question is about.
+            "record": record_answers(question, top.paper)
+            if top.paper.paper_id in named or first["meta"] > 0 else 0.0,
             "unknown": first["unknown"], "wants_number": float(wants_number),
             "number_in_best": float(wants_number and has_number(best_sent)),
             "is_list": float(list_question),
