@@ -134,8 +134,7 @@ def crossed(items: list[dict[str, Any]], origin: str) -> list[dict[str, Any]]:
     ("Which studies compare laparoscopic with open surgery?" is, by PubMedQA)."""
     return [{"id": f"x-{i['id']}", "kind": "unanswerable", "split": i["split"],
              "question": i["question"], "papers": [], "note": f"from {origin}"}
-            for i in items if i["kind"] != "followup"
-            and not (i["kind"] == "unanswerable" and not i.get("near_miss"))]
+            for i in items if i["kind"] != "followup" and (i["kind"] != "unanswerable" or i.get("near_miss"))]
 
 
 def main() -> None:
