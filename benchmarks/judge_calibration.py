@@ -126,8 +126,8 @@ def main(argv: list[str] | None = None) -> int:
 
     from rag.config import Settings
     from rag.embed import get_embedder
-    from rag.evaluate import known_names, seed_papers
-    from rag.evaluate_report import judge_cases, judge_summary, load_judge_cases
+    from rag.eval.report import judge_cases, judge_summary, load_judge_cases
+    from rag.eval.run import known_names, seed_papers
     from rag.judge import THRESHOLD, W_OVERLAP, W_SIM, Judge
 
     settings = Settings()

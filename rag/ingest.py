@@ -161,9 +161,9 @@ def _groups(planned: dict[str, list[tuple[Paper, list[Chunk]]]], sentences: dict
 
 
 def ingest_embedder(settings: Settings) -> Embedder:
-    """The model on RAG_DEVICE (auto: a GPU when CUDA torch sees one, see rag.embed_gpu); on a
+    """The model on RAG_DEVICE (auto: a GPU when CUDA torch sees one, see rag.embed.gpu); on a
     CPU-only machine this is the same instance the query path uses."""
-    from rag import embed_gpu
+    from rag.embed import gpu as embed_gpu
 
     if embed_gpu.choose_device(settings.device) == "cuda":
         return embed_gpu.get_torch_embedder(settings.model_cache)  # type: ignore[return-value]
@@ -195,7 +195,7 @@ def ingest(
     """`replace`: a record whose id is already taken by a different abstract (in these files
     or in the index) replaces it; `skip_bad` keeps the first; neither: refused, exit 2."""
     started = time.perf_counter()
-    from rag.embed_gpu import choose_device
+    from rag.embed.gpu import choose_device
 
     choose_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
     results, skipped = read_all(paths, skip_bad, restrict)

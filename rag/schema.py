@@ -121,7 +121,7 @@ class Answer:
     finish_reason: str = "stop"  # "length" when the model hit its token limit
     usage: dict[str, int] | None = None  # the model's prompt/completion token counts
     rewritten_citations: list[dict[str, str]] = field(default_factory=list)
-    table: dict[str, Any] | None = None  # a comparison's table (rag.tables.Table.to_public())
+    table: dict[str, Any] | None = None  # a comparison's table (rag.answering.tables.Table.to_public())
     # An abstention's closest passages {paper_id, label, title, quote, score, relevance}.
     nearest: list[dict[str, Any]] = field(default_factory=list)
 

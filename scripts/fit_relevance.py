@@ -1,4 +1,4 @@
-"""Fit the relevance models (rag/relevance_params.json) on the fit split of three corpora.
+"""Fit the relevance models (rag/relevance/params.json) on the fit split of three corpora.
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
         [--scifact-home DIR] [--write] [--metadata-grid]
@@ -25,7 +25,7 @@ learns from out-of-fold paper probabilities, as it will meet them on unseen ques
 Prints the decisions' figures on the fit and the held-out split; `--write` stores the params.
 The same decisions through the whole answering pipeline, per corpus and split: `rag eval`
 with each set and its index (evals/README.md). `--metadata-grid` instead prints, for each
-candidate weight of the metadata ranking in retrieval (rag.metadata_match.WEIGHT_PER_POINT),
+candidate weight of the metadata ranking in retrieval (rag.retrieve.metadata.WEIGHT_PER_POINT),
 how often `rag search` has the paper of a metadata question in its top 5, fit and held-out.
 """
 
@@ -68,7 +68,7 @@ POOL = {"fact": 50, "list": 100, "list_divisor": 5, "list_max": 400}
 L2_GRID = (0.01, 0.1, 1.0, 10.0)
 FALSE_ABSTENTION = 0.05  # the most false abstention the answer bound may cost, per corpus
 EXTRACT_VERSION = 2  # bump when extract() changes: the cached features are then recomputed
-PARAMS = ROOT / "rag" / "relevance_params.json"
+PARAMS = ROOT / "rag" / "relevance" / "params.json"
 
 
 # -- indexes ------------------------------------------------------------------------------
@@ -102,8 +102,8 @@ def relevance_for(settings: Settings, params: dict[str, Any] | None = None) -> A
 
 def extract(rel: Any, corpus: str, set_path: Path, splits: set[str]) -> list[dict[str, Any]]:
     """Per question: its candidates' features and labels (the pipeline's own list detection)."""
-    from rag import metadata_match
     from rag.answering.questions import is_list_question, topic_of
+    from rag.retrieve import metadata as metadata_match
 
     questions = [q for q in load_set(ROOT / set_path) if q.split in splits and q.kind != "followup"]
     refs = resolve_refs(questions, rel.retriever.papers(), set_path, rel.retriever.settings.index)
@@ -387,9 +387,8 @@ def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
     import hashlib
     import pickle
 
-    sources = sorted((ROOT / "rag" / "relevance").glob("*.py")) + [
-        ROOT / "rag" / "metadata_match.py", ROOT / "rag" / "retrieve.py"] + [
-        ROOT / s for _, s, _ in RUNS]
+    sources = sorted((ROOT / "rag" / "relevance").glob("*.py")) + sorted(
+        (ROOT / "rag" / "retrieve").glob("*.py")) + [ROOT / s for _, s, _ in RUNS]
     key = hashlib.sha1(b"".join(p.read_bytes() for p in sources) + bytes([EXTRACT_VERSION])).hexdigest()
     try:
         with cache.open("rb") as fh:
@@ -415,7 +414,7 @@ def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
 def metadata_grid(rel: Any) -> None:
     """Top-5 recall of `rag search` on seeds/ metadata questions per weight of the metadata
     ranking (the weight is chosen on the fit rows; held-out shown for the report)."""
-    from rag import metadata_match
+    from rag.retrieve import metadata as metadata_match
 
     path = ROOT / "evals" / "questions.yaml"
     questions = [q for q in load_set(path) if q.kind == "metadata"]

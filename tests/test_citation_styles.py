@@ -10,7 +10,7 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
-from rag.citations import normalize_citations
+from rag.answering.citations import normalize_citations
 from tests.conftest import run_rag
 from tests.ollama_server import CITATION_STYLES, OllamaTestServer
 from tests.test_reasoning import assert_cited_right

@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from rag.citations import clean_markers, numbers_in, renumber
+from rag.answering.citations import clean_markers, numbers_in, renumber
 
 
 def test_marker_forms() -> None:

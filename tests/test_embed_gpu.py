@@ -1,4 +1,4 @@
-"""GPU ingest through sentence-transformers (rag.embed_gpu): the same code on the CPU build of
+"""GPU ingest through sentence-transformers (rag.embed.gpu): the same code on the CPU build of
 torch gives the ONNX path's vectors; the device choice imports no torch on a machine without
 a GPU, and RAG_DEVICE=cuda there is a clear error. The GPU test runs only where CUDA torch
 sees a GPU."""
@@ -12,10 +12,10 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from rag import embed_gpu
 from rag.config import Settings
 from rag.corpus import expand_paths, merge_papers, read_file
 from rag.embed import get_embedder
+from rag.embed import gpu as embed_gpu
 from rag.errors import InputError
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -57,7 +57,7 @@ def test_gpu_gives_the_onnx_vectors(texts: list[str], onnx_vectors: np.ndarray) 
 
 
 def test_device_choice_without_a_gpu_imports_no_torch() -> None:
-    code = ("import sys; from rag.embed_gpu import choose_device, cuda_torch; "
+    code = ("import sys; from rag.embed.gpu import choose_device, cuda_torch; "
             "print(choose_device('auto'), choose_device('cpu'), 'torch' in sys.modules)")
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True)
     if embed_gpu.cuda_torch():

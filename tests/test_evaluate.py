@@ -59,7 +59,7 @@ def rag_home(seeded_settings: Any, tmp_path_factory: pytest.TempPathFactory) -> 
 
 def run_recorded(settings: Any, server: Any, replies_file: Path, out: Path,
                  capsys: pytest.CaptureFixture[str]) -> tuple[int, dict[str, Any], str]:
-    from rag.evaluate import run_cli
+    from rag.eval.run import run_cli
 
     entries = read_jsonl(replies_file)
     server.replies = [e["reply"] for e in entries]
@@ -131,7 +131,7 @@ def test_recorded_unfaithful_answers_fail(seeded_settings: Any, ollama_server: A
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # see collect_model_clients
 def test_ollama_judge_gives_the_verdicts(seeded_settings: Any, ollama_server: Any, tmp_path: Path,
                                         capsys: pytest.CaptureFixture[str]) -> None:
-    from rag.evaluate import run_cli
+    from rag.eval.run import run_cli
 
     subset = tmp_path / "two.yaml"  # no thresholds.yaml next to it: nothing checked
     subset.write_text(
@@ -180,7 +180,7 @@ def test_malformed_set_is_a_clear_input_error(rag_home: Path, workdir: Path) -> 
 ])
 def test_set_validation_names_question_and_field(tmp_path: Path, text: str, message: str) -> None:
     from rag.errors import InputError
-    from rag.evaluate import load_set
+    from rag.eval.run import load_set
 
     path = tmp_path / "bad.yaml"
     path.write_text(text)
@@ -191,7 +191,7 @@ def test_set_validation_names_question_and_field(tmp_path: Path, text: str, mess
 
 
 def test_full_sets_load_and_resolve(retriever: Any) -> None:
-    from rag.evaluate import load_set, resolve_refs
+    from rag.eval.run import load_set, resolve_refs
 
     papers = retriever.papers()
     for path in (EVALS / "questions.yaml", RECORDED / "questions.yaml"):
@@ -205,7 +205,7 @@ def test_full_sets_load_and_resolve(retriever: Any) -> None:
 
 
 def test_fact_matching_normalises() -> None:
-    from rag.evaluate import fact_found
+    from rag.eval.run import fact_found
 
     assert fact_found("3.76", "Skrull is 3.76× faster [1].")
     assert fact_found("4X", "trains 2.5x faster with 4x longer sequences")
@@ -216,7 +216,7 @@ def test_fact_matching_normalises() -> None:
 
 
 def test_retrieval_scores() -> None:
-    from rag.evaluate import retrieval_scores
+    from rag.eval.run import retrieval_scores
 
     s = retrieval_scores(["a", "x", "b", "y"], {"a", "b"})
     assert s["recall@1"] == 0.5 and s["recall@5"] == 1.0 and s["mrr"] == 1.0
@@ -226,7 +226,7 @@ def test_retrieval_scores() -> None:
 
 def test_thresholds_file_is_checked(tmp_path: Path) -> None:
     from rag.errors import InputError
-    from rag.evaluate_report import check_thresholds, load_thresholds
+    from rag.eval.report import check_thresholds, load_thresholds
 
     path = tmp_path / "thresholds.yaml"
     path.write_text("none:\n  min: {faithfulness: 0.9}\n  max: {false_abstention_rate: 0.1}\n")
@@ -241,7 +241,7 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
 
 def test_heldout_thresholds_gate_separately(tmp_path: Path) -> None:
     from rag.errors import InputError
-    from rag.evaluate_report import check_all, load_split_thresholds
+    from rag.eval.report import check_all, load_split_thresholds
 
     path = tmp_path / "thresholds.yaml"
     path.write_text("none:\n  min: {fact_recall: 0.5}\n  heldout:\n    min: {fact_recall: 0.9}\n"
@@ -279,8 +279,8 @@ def test_offline_eval_reports_each_split(rag_home: Path, workdir: Path, tmp_path
 
 
 def test_history_chart_appears_from_second_report(tmp_path: Path) -> None:
-    from rag.evaluate import METRICS
-    from rag.evaluate_report import write_reports
+    from rag.eval.report import write_reports
+    from rag.eval.run import METRICS
 
     def report(value: float, ts: float) -> dict[str, Any]:
         return {"set": "s.yaml", "set_name": "x-s", "llm": "none", "model": None, "judge": "default",
@@ -304,7 +304,7 @@ def record(out: Path) -> None:
     skeleton of faithful.jsonl. Condense calls get the CONDENSED questions above."""
     from rag.answering import Pipeline
     from rag.config import get_settings
-    from rag.evaluate import load_set
+    from rag.eval.run import load_set
     from rag.schema import AskOptions
     from tests.ollama_server import OllamaTestServer, scripted_reply
 

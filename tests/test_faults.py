@@ -518,7 +518,7 @@ def test_damaged_sqlite_file_says_how_to_rebuild(seeded_settings, tmp_path: Path
 
 def test_damaged_vector_segment_says_how_to_rebuild(tmp_path: Path) -> None:
     """An hnswlib segment with garbage in it crashed `rag search` and `rag ask` with SIGSEGV
-    (exit -11, no message) before rag.store_check looked at it first."""
+    (exit -11, no message) before rag.store.check looked at it first."""
     from rag.config import Settings
     from rag.corpus.paper import Paper
     from rag.store import Chunk, Store

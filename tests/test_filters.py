@@ -19,8 +19,8 @@ import pytest
 from rag.config import Settings
 from rag.corpus.paper import Paper
 from rag.errors import IndexStoreError, InputError
-from rag.filters import Filters
 from rag.retrieve import DENSE_POOL, Retriever
+from rag.retrieve.filters import Filters
 from rag.store import Chunk, Store
 
 DIM = 8

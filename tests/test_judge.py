@@ -21,7 +21,7 @@ CAUGHT = ("number_changed", "name_swapped", "wrong_paper", "fabricated", "off_to
 
 @pytest.fixture(scope="module")
 def papers() -> list[Any]:
-    from rag.evaluate import seed_papers
+    from rag.eval.run import seed_papers
 
     return seed_papers(SEEDS)
 
@@ -30,7 +30,7 @@ def papers() -> list[Any]:
 def judge(papers: list[Any]) -> Any:
     from rag.config import Settings
     from rag.embed import get_embedder
-    from rag.evaluate import known_names
+    from rag.eval.run import known_names
     from rag.judge import Judge
 
     settings = Settings()
@@ -40,13 +40,13 @@ def judge(papers: list[Any]) -> Any:
 
 @pytest.fixture(scope="module")
 def results(judge: Any, papers: list[Any]) -> list[dict[str, Any]]:
-    from rag.evaluate_report import judge_cases, load_judge_cases
+    from rag.eval.report import judge_cases, load_judge_cases
 
     return judge_cases(judge, load_judge_cases(EVALS / "judge_cases.jsonl"), papers)
 
 
 def paper(papers: list[Any], ref: str) -> Any:
-    from rag.evaluate import match_ref
+    from rag.eval.run import match_ref
 
     found = match_ref(ref, papers)
     assert found is not None, ref
@@ -68,7 +68,7 @@ EDGE_IMPULSE = "seeds/002_582fbc6f8791162a.txt#15"
 
 
 def test_precision_and_recall_meet_the_recorded_thresholds(results: list[dict[str, Any]]) -> None:
-    from rag.evaluate_report import judge_summary
+    from rag.eval.report import judge_summary
 
     bounds = yaml.safe_load((EVALS / "thresholds.yaml").read_text())["judge"]["min"]
     summary = judge_summary(results)

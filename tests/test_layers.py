@@ -38,3 +38,12 @@ def test_no_module_is_over_400_lines() -> None:
     long = {str(p.relative_to(ROOT)): n for p in (ROOT / "rag").rglob("*.py")
             if (n := len(p.read_text().splitlines())) > MAX_LINES}
     assert not long, f"split these modules: {long}"
+
+
+def test_the_top_of_the_package_reads_as_the_path_of_a_question() -> None:
+    """At most 14 modules beside the packages (corpus, embed, store, retrieve, relevance,
+    answering, cli, api, eval, integrations): halves of one thing live in one package."""
+    top = sorted(p.name for p in (ROOT / "rag").glob("*.py"))
+    assert len(top) <= 14, f"{len(top)} modules at the top of rag/: {top}"
+    for package in ("corpus", "embed", "store", "retrieve", "relevance", "answering", "cli", "eval"):
+        assert (ROOT / "rag" / package / "__init__.py").is_file(), package

@@ -45,7 +45,7 @@ def test_missing_parameters_are_a_clear_error(tmp_path: Path) -> None:
 
 
 def test_a_model_with_unknown_features_is_refused(tmp_path: Path) -> None:
-    shipped = Path(__file__).resolve().parent.parent / "rag" / "relevance_params.json"
+    shipped = Path(__file__).resolve().parent.parent / "rag" / "relevance" / "params.json"
     data = json.loads(shipped.read_text(encoding="utf-8"))
     data["models"]["answer"]["names"][0] = "no_such_feature"
     path = tmp_path / "p.json"

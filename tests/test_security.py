@@ -1,4 +1,4 @@
-"""Issue 14 (hardening): nothing planted in the data dir runs, bad settings are refused
+"""Hardening: nothing planted in the data dir runs, bad settings are refused
 before anything is written, prompt fences cannot be forged."""
 
 from __future__ import annotations
@@ -23,7 +23,7 @@ class _Payload:
 
 
 def test_planted_pickle_in_the_cache_does_not_run(fresh_settings, tmp_path: Path) -> None:
-    from rag import retrieve
+    from rag.retrieve import hybrid as retrieve
     from rag.ingest import ingest
     from rag.retrieve import Retriever
 
@@ -50,7 +50,7 @@ def test_planted_pickle_in_the_cache_does_not_run(fresh_settings, tmp_path: Path
 
 
 def test_corrupt_snapshot_cache_is_rebuilt(fresh_settings) -> None:
-    from rag import retrieve
+    from rag.retrieve import hybrid as retrieve
     from rag.ingest import ingest
     from rag.retrieve import Retriever
 

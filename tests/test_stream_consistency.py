@@ -45,7 +45,7 @@ def test_auto_mode_without_ollama_prints_the_list_header_once(seeded_settings, t
 
 
 def test_offline_markers_are_the_reference_numbers_and_text_is_the_json(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
-    # (issue 12: CHIP itself is now declined: no seeds/ paper is about chip placement)
+    # (CHIP itself is declined by the relevance model: no seeds/ paper is about chip placement)
     q = "Which paper uses reinforcement learning for device placement?"
     shown = run_rag("ask", "--llm", "none", q, cwd=tmp_path, env=_env(seeded_settings))
     as_json = run_rag("ask", "--llm", "none", "--json", q, cwd=tmp_path, env=_env(seeded_settings))

@@ -15,7 +15,13 @@ import re
 import time
 from dataclasses import dataclass
 
-from rag.citations import TRAILING_MARKERS, clean_markers, normalize_citations, numbers_in, renumber
+from rag.answering.citations import (
+    TRAILING_MARKERS,
+    clean_markers,
+    normalize_citations,
+    numbers_in,
+    renumber,
+)
 from rag.corpus.text import sentence_pieces
 from rag.judge import Judge
 from rag.prompts import NO_ANSWER

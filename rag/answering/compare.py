@@ -2,7 +2,7 @@
 as a table: one row per paper, each cell from that paper's abstract, cited and checked.
 
 Which papers get a row: those the question names, in the order named; otherwise the papers
-the chooser found. Offline, rag.tables quotes each row's cell from the abstract; with a model,
+the chooser found. Offline, rag.answering.tables quotes each row's cell from the abstract; with a model,
 the model writes one line per paper (prompts/compare.txt) and each line goes through the same
 Checker as any answer sentence, then becomes its row's cell. Either way every cell is judged
 against its own paper's abstract before it is shown.
@@ -19,12 +19,12 @@ import numpy as np
 from rag.answering.check import Checker
 from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
+from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
 from rag.retrieve import PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
-from rag.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
 # A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by

@@ -22,6 +22,7 @@ from rag.answering.followup import condense
 from rag.answering.generate import Ending, messages, model_text
 from rag.answering.names import CorpusNames
 from rag.answering.sources import Selection, SourceChooser
+from rag.answering.tables import is_comparison
 from rag.config import Settings
 from rag.errors import InputError, LLMUnavailable, ModelNotFound
 from rag.judge import Judge, OllamaJudge
@@ -40,7 +41,6 @@ from rag.schema import (
     Source,
     TokenEvent,
 )
-from rag.tables import is_comparison
 
 NEAREST = 3  # passages shown with an abstention: a few to judge the refusal by, not a reading list
 
@@ -68,7 +68,7 @@ class Pipeline:
         self.templates = templates()
         self.judge = Judge(self.retriever.embedder)
         self.names = CorpusNames(self.retriever)
-        # issue 12: one fitted relevance model (rag.relevance) decides for both stages
+        # one fitted relevance model (rag.relevance) decides for both stages
         self.chooser = SourceChooser(self.retriever, self.judge)
         self.extractive = ExtractiveWriter(self.retriever, self.judge, self.chooser.relevance)
         self._clients: dict[str, Ollama] = {}

@@ -4,7 +4,7 @@ answers, which paper a question names.
 
 Every number that decides is fitted by scripts/fit_relevance.py on the fit split of labelled
 questions over three corpora from different fields (seeds/: ML systems; PubMedQA:
-biomedicine; SciFact: biomedical claims) and stored in rag/relevance_params.json; the script
+biomedicine; SciFact: biomedical claims) and stored in rag/relevance/params.json; the script
 reports every figure on the held-out split too.
 
 The interface the answering core calls (stable):
@@ -37,7 +37,6 @@ from typing import Any
 
 import numpy as np
 
-from rag import metadata_match
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.errors import RagError
@@ -60,6 +59,7 @@ from rag.relevance.features import (
     unknown_share,
 )
 from rag.retrieve import PaperHit, Retriever
+from rag.retrieve import metadata as metadata_match
 
 PARAMS_FORMAT = 1
 MAX_NAME = 30  # longer "names" are sentences (untitled papers' leads), not names
@@ -79,13 +79,13 @@ class Decision:
 
 
 def load_params(path: Path | None = None) -> dict[str, Any]:
-    """The fitted parameters (rag/relevance_params.json unless `path`), checked."""
-    where = str(path) if path else "rag/relevance_params.json"
+    """The fitted parameters (rag/relevance/params.json unless `path`), checked."""
+    where = str(path) if path else "rag/relevance/params.json"
     hint = ("reinstall rag, or refit the file with `python scripts/fit_relevance.py` "
             "(see evals/README.md)")
     try:
         text = path.read_text(encoding="utf-8") if path else \
-            resources.files("rag").joinpath("relevance_params.json").read_text(encoding="utf-8")
+            resources.files("rag.relevance").joinpath("params.json").read_text(encoding="utf-8")
     except OSError as exc:
         raise RelevanceParamsError(f"{where}: cannot read the fitted relevance parameters "
                                    f"({exc.strerror or exc})", hint) from None

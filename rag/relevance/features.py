@@ -4,10 +4,10 @@ Per candidate paper: dense cosine (best chunk, best sentence), the same relative
 candidate and to this index's normal (rag.relevance.stats), BM25 relative to the best BM25
 score, the ranks in each ranking and their disagreement, IDF-weighted coverage of the
 question's content words by the best sentence and by the whole record, whether the question
-names the paper (its name, or its record's fields: rag.metadata_match). Per sentence: cosine,
+names the paper (its name, or its record's fields: rag.retrieve.metadata). Per sentence: cosine,
 coverage, a number where the question asks for one, and where in the abstract it stands.
 
-`Model` is a logistic regression (weights in rag/relevance_params.json, written by
+`Model` is a logistic regression (weights in rag/relevance/params.json, written by
 scripts/fit_relevance.py); predicting is a dot product, so numpy is all it needs.
 """
 
@@ -20,10 +20,10 @@ from typing import Any
 
 import numpy as np
 
-from rag import metadata_match
 from rag.corpus.paper import Paper
 from rag.judge import content_words
 from rag.relevance.stats import IndexStats
+from rag.retrieve import metadata as metadata_match
 
 # Words that say what kind of answer is wanted, not what it is about.
 ASKING = content_words(

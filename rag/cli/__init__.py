@@ -16,7 +16,7 @@ from typing import Any
 import click
 
 from rag import __version__
-from rag.cli_common import (
+from rag.cli.common import (
     F,
     _ensure_index,
     _remote,
@@ -25,7 +25,7 @@ from rag.cli_common import (
     filter_options,
     index_option,
 )
-from rag.cli_papers import papers
+from rag.cli.papers import papers
 from rag.errors import InputError, RagError
 
 
@@ -310,7 +310,7 @@ def serve(host: str, port: int, index: str | None) -> None:
 def eval_cmd(set_path: Path, llm: str, model: str | None, judge: str, out: Path,
              index: str | None) -> None:
     """Score answers on a question set; exit 5 when a metric is below its threshold."""
-    from rag.evaluate import run_cli
+    from rag.eval.run import run_cli
 
     settings = _settings(index)
     _ensure_index(settings)

@@ -149,7 +149,7 @@ class Embedder:
         if threads:
             options.intra_op_num_threads = threads
         options.log_severity_level = 3
-        # The CPU only: GPU ingest goes through rag.embed_gpu (torch), which can be tested.
+        # The CPU only: GPU ingest goes through rag.embed.gpu (torch), which can be tested.
         self.device = device
         self.session = ort.InferenceSession(str(onnx_file), options, providers=["CPUExecutionProvider"])
         self._lock = threading.Lock()  # one tokenizer call at a time
@@ -221,5 +221,6 @@ def _embedder(cache_dir: Path, threads: int, device: str) -> Embedder:
     return Embedder(cache_dir, threads, device)
 
 
-if __name__ == "__main__":  # scripts/setup: python -m rag.embed CACHE_DIR, in the throwaway env
+def main() -> None:
+    """scripts/setup: `python -m rag.embed CACHE_DIR`, in the throwaway environment."""
     prepare(Path(sys.argv[1]))

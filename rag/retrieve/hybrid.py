@@ -18,10 +18,10 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-from rag import metadata_match
 from rag.corpus.paper import Paper
 from rag.errors import InputError
-from rag.filters import Conditions, Filters  # Filters: imported from here by the faces
+from rag.retrieve import metadata as metadata_match
+from rag.retrieve.filters import Conditions, Filters  # Filters: imported from here by the faces
 
 if TYPE_CHECKING:  # imported where used: `Filters` alone (the thin client) needs none of them
     import numpy as np
@@ -78,7 +78,7 @@ class Snapshot:
         self.chunk_text: dict[str, str] = dict(zip(ids, docs, strict=True))
         self.chunk_paper: dict[str, str] = {i: m["paper_id"] for i, m in zip(ids, metas, strict=True)}
         self.papers: dict[str, Paper] = {}
-        for meta in metas:  # the paper record is on its first chunk (rag.store_format)
+        for meta in metas:  # the paper record is on its first chunk (rag.store.format)
             if "paper" in meta and meta["paper_id"] not in self.papers:
                 self.papers[meta["paper_id"]] = Paper.from_dict(json.loads(meta["paper"]))
         texts = []
@@ -269,7 +269,7 @@ class Retriever:
             if not allowed:
                 return []
         vector = self.embed_query(query)
-        dense = [  # the store's conditions may let a few more through (see rag.filters)
+        dense = [  # the store's conditions may let a few more through (see rag.retrieve.filters)
             (cid, s) for cid, s in self.store.query_ids(vector, DENSE_POOL, where,
                                                          total=len(snap.chunk_ids))
             if allowed is None or snap.chunk_paper.get(cid) in allowed
@@ -290,7 +290,7 @@ class Retriever:
         if named:
             fused = _fuse([dense_ids, [cid for cid, _ in bm25], named])
         # And papers the query names by their record's fields (arXiv id, DOI, authors, venue,
-        # year), which neither ranking sees: rag.metadata_match weighs them.
+        # year), which neither ranking sees: rag.retrieve.metadata weighs them.
         fused = metadata_match.fuse(fused, query, snap, self._names.chunks, allowed, RRF_K)
 
         similarity = dict(dense)

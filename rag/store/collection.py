@@ -21,11 +21,11 @@ from urllib.parse import urlparse
 
 import numpy as np
 
-from rag import store_format
 from rag.config import Settings
 from rag.corpus.paper import Paper, sha
 from rag.embed import MODEL_NAME
 from rag.errors import IndexStoreError, InputError, RagError
+from rag.store import format as store_format
 
 log = logging.getLogger(__name__)
 
@@ -128,7 +128,7 @@ def _client(settings: Settings) -> Any:
     import chromadb
     from chromadb.config import Settings as ChromaSettings
 
-    from rag.store_check import check_segments
+    from rag.store.check import check_segments
 
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     try:
@@ -172,7 +172,7 @@ class Store:
             # Abstract sentences with their vectors, embedded at ingest: the judge and the
             # offline answerer compare against them, and must not embed them per question.
             # Read by paper id only, never searched by vector: one record per paper (see
-            # rag.store_format), in the smallest HNSW graph Chroma allows (it builds one).
+            # rag.store.format), in the smallest HNSW graph Chroma allows (it builds one).
             self.sentences_collection = self.client.get_or_create_collection(
                 name=f"{self.name}-paper-sentences", embedding_function=None,
                 configuration={"hnsw": {"space": "cosine", "ef_construction": 8,

@@ -6,7 +6,7 @@ turns as history) through `ask()`, the one call into the answering core, and sco
 retrieval, citations (validity, ALCE-style precision and recall with the support judge),
 faithfulness, fact recall, list completeness and abstention (rag.eval.metrics), over the
 whole set and per split (fit / held-out). Thresholds come from `thresholds.yaml` next to the
-set; a metric outside its bound makes run_cli return 5. Reports: rag.evaluate_report.
+set; a metric outside its bound makes run_cli return 5. Reports: rag.eval.report.
 """
 
 from __future__ import annotations
@@ -27,6 +27,7 @@ from rag.eval.metrics import (  # noqa: F401  (re-exported: the evals' public na
     retrieval_scores,
     score_answer,
 )
+from rag.eval.report import check_all, load_split_thresholds, summary_table, write_reports
 from rag.eval.sets import (  # noqa: F401
     KINDS,
     SPLITS,
@@ -37,7 +38,6 @@ from rag.eval.sets import (  # noqa: F401
     resolve_refs,
     seed_papers,
 )
-from rag.evaluate_report import check_all, load_split_thresholds, summary_table, write_reports
 
 EXIT_BELOW = 5
 

@@ -6,7 +6,7 @@ import textwrap
 
 import click
 
-from rag.cli_common import _ensure_index, _settings, emit_json, index_option
+from rag.cli.common import _ensure_index, _settings, emit_json, index_option
 from rag.errors import InputError
 
 

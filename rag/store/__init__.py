@@ -1,0 +1,9 @@
+"""The Chroma collections: chunks with their vectors, and each paper's sentence vectors.
+
+`collection`: the one module that talks to Chroma (`Store`); `format`: what a record holds and
+how the layout is versioned; `check`: the segment checks that tell damage from a full disk.
+"""
+
+from rag.store.collection import Chunk, Store, collection_name, fingerprint, index_error
+
+__all__ = ["Chunk", "Store", "collection_name", "fingerprint", "index_error"]
