@@ -220,6 +220,14 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
             combine(merged, p, why)
             merges.append(Merge(s.paper_id, s.source, where(p), why,
                                 norm_text(s.abstract) != norm_text(p.abstract)))
+        # a record seen before keeps the reason it was first merged for: the paper's stored
+        # record (and so its content hash) does not change when nothing in the files did
+        before = {(e.get("source"), e.get("line")): e.get("matched") for e in s.sources}
+        for e in merged.sources:
+            if before.get((e.get("source"), e.get("line"))) is not None:
+                e["matched"] = before[(e.get("source"), e.get("line"))]
+            elif (e.get("source"), e.get("line")) in before:
+                e.pop("matched", None)
         if merged.paper_id != s.paper_id:
             if merged.arxiv_id and merged.paper_id == merged.arxiv_id and s.paper_id != s.arxiv_id:
                 absorbed.add(s.paper_id)  # the id became the arXiv id (Paper.merge)
