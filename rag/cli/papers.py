@@ -96,6 +96,7 @@ def source_lines(paper: object) -> list[str]:
     out = []
     for e in getattr(paper, "sources", []):
         where = f"{e.get('source')}:{e['line']}" if e.get("line") else str(e.get("source"))
+        where += f" record {e['record']}" if e.get("record") else ""
         fmt = f" ({e['format']})" if e.get("format") else ""
         why = f": {e['matched']}" if e.get("matched") else ""
         out.append(f"{where}{fmt}{why}")

@@ -43,7 +43,9 @@ class Merge:
 
 
 def where(p: Paper) -> str:
-    return f"{p.source}:{p.line}" if p.line else p.source
+    if p.line:
+        return f"{p.source}:{p.line}"
+    return f"{p.source} record {p.position}" if p.position else p.source
 
 
 def norm_doi(doi: str | None) -> str | None:
@@ -98,11 +100,17 @@ def entries(p: Paper, matched: str = "") -> list[dict[str, object]]:
     entry: dict[str, object] = {"source": p.source}
     if p.line:
         entry["line"] = p.line
+    elif p.position:  # a record without lines (XML, a database): its place among the file's
+        entry["record"] = p.position
     if p.format:
         entry["format"] = p.format
     if matched:
         entry["matched"] = matched
     return [entry]
+
+
+def _place(entry: dict[str, object]) -> tuple[object, object, object]:
+    return entry.get("source"), entry.get("line"), entry.get("record")
 
 
 def _years_close(a: Paper, b: Paper) -> bool:
@@ -117,8 +125,8 @@ def combine(base: Paper, other: Paper, why: str) -> None:
         theirs[0]["matched"] = why
     base.merge(other)
     base.categories = list(dict.fromkeys([*base.categories, *other.categories]))
-    seen = {(e.get("source"), e.get("line")) for e in mine}
-    merged = mine + [e for e in theirs if (e.get("source"), e.get("line")) not in seen]
+    seen = {_place(e) for e in mine}
+    merged = mine + [e for e in theirs if _place(e) not in seen]
     base.sources = merged if len(merged) > 1 else []
 
 
@@ -222,11 +230,11 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
                                 norm_text(s.abstract) != norm_text(p.abstract)))
         # a record seen before keeps the reason it was first merged for: the paper's stored
         # record (and so its content hash) does not change when nothing in the files did
-        before = {(e.get("source"), e.get("line")): e.get("matched") for e in s.sources}
+        before = {_place(e): e.get("matched") for e in s.sources}
         for e in merged.sources:
-            if before.get((e.get("source"), e.get("line"))) is not None:
-                e["matched"] = before[(e.get("source"), e.get("line"))]
-            elif (e.get("source"), e.get("line")) in before:
+            if before.get(_place(e)) is not None:
+                e["matched"] = before[_place(e)]
+            elif _place(e) in before:
                 e.pop("matched", None)
         if merged.paper_id != s.paper_id:
             if merged.arxiv_id and merged.paper_id == merged.arxiv_id and s.paper_id != s.arxiv_id:

@@ -14,7 +14,7 @@ import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import IO, Any
+from typing import IO, Any, cast
 
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
@@ -42,7 +42,7 @@ def open_binary(path: Path, source: str) -> IO[bytes]:
     try:
         with path.open("rb") as fh:
             gz = fh.read(2) == b"\x1f\x8b"
-        return gzip.open(path, "rb") if gz else path.open("rb")
+        return cast(IO[bytes], gzip.open(path, "rb") if gz else path.open("rb"))
     except OSError as exc:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
 
