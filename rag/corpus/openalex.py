@@ -8,14 +8,13 @@ left out.
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.merge import norm_doi
 from rag.corpus.paper import Paper
-from rag.corpus.streams import Stream, json_records
+from rag.corpus.streams import Stream, json_stream
 from rag.errors import ParseError
 
 LAYOUT = "openalex"
@@ -92,24 +91,5 @@ def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
 
 
 def read(path: Path, source: str) -> Stream:
-    stream = Stream(LAYOUT, iter(()))
-    stream.papers = _papers(path, source, stream)
-    return stream
-
-
-def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
-    for line, obj in json_records(path, source, stream):
-        if not is_work(obj):
-            stream.problems.append(ParseError(source, line, "not an OpenAlex work (no `id` or "
-                                              "`abstract_inverted_index`)"))
-            continue
-        try:
-            paper = work_paper(obj, source, line)
-        except (ParseError, AttributeError, TypeError) as exc:
-            stream.problems.append(exc if isinstance(exc, ParseError) else
-                                   ParseError(source, line, f"OpenAlex work with a field of the wrong type ({exc})"))
-            continue
-        if paper is None:
-            stream.leave_out(NO_ABSTRACT)
-        else:
-            yield paper
+    return json_stream(LAYOUT, path, source, is_work, work_paper,
+                       "an OpenAlex work (no `id` or `abstract_inverted_index`)", NO_ABSTRACT)

@@ -107,9 +107,7 @@ def article_paper(elem: Any, source: str, n: int) -> Paper | None:
 
 
 def read(path: Path, source: str) -> Stream:
-    stream = Stream(LAYOUT, iter(()))
-    stream.papers = _papers(path, source, stream)
-    return stream
+    return Stream.of(LAYOUT, lambda stream: _papers(path, source, stream))
 
 
 def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:

@@ -5,14 +5,13 @@ joined on `corpusid` once every file of an ingest is read (`join`).
 
 from __future__ import annotations
 
-from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.merge import norm_doi
 from rag.corpus.paper import Paper
-from rag.corpus.streams import Stream, json_records
+from rag.corpus.streams import Stream, json_stream
 from rag.corpus.text import make_label
 from rag.errors import ParseError
 
@@ -78,26 +77,9 @@ def record_paper(obj: dict[str, Any], source: str, line: int) -> Paper | None:
 
 
 def read(path: Path, source: str) -> Stream:
-    stream = Stream(LAYOUT, iter(()))
-    stream.papers = _papers(path, source, stream)
-    return stream
-
-
-def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
-    for line, obj in json_records(path, source, stream):
-        if not is_record(obj):
-            stream.problems.append(ParseError(source, line, "not a Semantic Scholar paper (no `paperId` or `corpusid`)"))
-            continue
-        try:
-            paper = record_paper(obj, source, line)
-        except (ParseError, AttributeError, TypeError) as exc:
-            stream.problems.append(exc if isinstance(exc, ParseError) else
-                                   ParseError(source, line, f"record with a field of the wrong type ({exc})"))
-            continue
-        if paper is None:
-            stream.leave_out("Semantic Scholar papers without an abstract")
-        else:
-            yield paper
+    return json_stream(LAYOUT, path, source, is_record, record_paper,
+                       "a Semantic Scholar paper (no `paperId` or `corpusid`)",
+                       "Semantic Scholar papers without an abstract")
 
 
 def join(results: list[Any]) -> None:

@@ -11,7 +11,7 @@ from __future__ import annotations
 import gzip
 import json
 import zlib
-from collections.abc import Iterator
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
@@ -35,6 +35,42 @@ class Stream:
 
     def leave_out(self, why: str, n: int = 1) -> None:
         self.left_out[why] = self.left_out.get(why, 0) + n
+
+    @classmethod
+    def of(cls, layout: str, produce: Callable[[Stream], Iterator[Paper]]) -> Stream:
+        """A stream whose papers `produce` yields, reporting into the stream itself."""
+        stream = cls(layout, iter(()))
+        stream.papers = produce(stream)
+        return stream
+
+
+Make = Callable[[dict[str, Any], str, int], "Paper | None"]
+
+
+def json_stream(layout: str, path: Path, source: str, accepts: Callable[[Any], bool], make: Make,
+                what: str, empty: str) -> Stream:
+    """The papers of a JSON file's records: a record `accepts` refuses is a problem (`what`
+    names what was expected), one `make` turns into None is left out (`empty` says why)."""
+
+    def produce(stream: Stream) -> Iterator[Paper]:
+        for line, obj in json_records(path, source, stream):
+            if not accepts(obj):
+                stream.problems.append(ParseError(source, line, f"not {what}"))
+                continue
+            try:
+                paper = make(obj, source, line)
+            except ParseError as exc:
+                stream.problems.append(exc)
+                continue
+            except (AttributeError, TypeError) as exc:  # a field of another JSON type
+                stream.problems.append(ParseError(source, line, f"{what} with a field of the wrong type ({exc})"))
+                continue
+            if paper is None:
+                stream.leave_out(empty)
+            else:
+                yield paper
+
+    return Stream.of(layout, produce)
 
 
 def open_binary(path: Path, source: str) -> IO[bytes]:

@@ -82,7 +82,6 @@ def _collections(con: sqlite3.Connection, name: str | None) -> set[int] | None:
 
 
 def read(path: Path, source: str, collection: str | None = None) -> Stream:
-    stream = Stream(LAYOUT, iter(()))
     try:
         con = connect(path)
         version = schema_version(con)
@@ -90,8 +89,8 @@ def read(path: Path, source: str, collection: str | None = None) -> Stream:
     except sqlite3.Error as exc:
         raise ParseError(source, None, f"SQLite database that is not a Zotero library ({exc})",
                          "point at zotero.sqlite in the Zotero data directory") from None
+    stream = Stream.of(LAYOUT, lambda stream: _papers(con, source, stream, wanted))
     stream.note = f"Zotero library, schema version {version}" + (f", collection {collection!r}" if collection else "")
-    stream.papers = _papers(con, source, stream, wanted)
     return stream
 
 
