@@ -4,6 +4,8 @@ layouts, the arXiv snapshot and BibTeX (rag.corpus.read_file)."""
 
 from __future__ import annotations
 
+import os
+import stat
 from pathlib import Path
 
 from rag.corpus import openalex, pubmed, semantic_scholar, zotero
@@ -14,7 +16,10 @@ LAYOUTS = (zotero.LAYOUT, pubmed.LAYOUT, openalex.LAYOUT, semantic_scholar.LAYOU
 
 def open_stream(path: Path, source: str, collection: str | None = None) -> Stream | None:
     """The reader for this file's content, started; None when it is for no streamed reader."""
-    with path.open("rb") as fh:
+    # O_NONBLOCK and a regular-file check: a file swapped for a FIFO must not hang the open
+    with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):
+            return None  # read_file's own checks say what it is
         if zotero.detect(fh.read(len(zotero.SQLITE_MAGIC))):
             return zotero.read(path, source, collection)
     data = head(path, source)
