@@ -18,17 +18,8 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from rag.config import Settings
-from rag.corpus import (
-    FileResult,
-    Paper,
-    Restrict,
-    expand_paths,
-    merge_papers,
-    read_file,
-    resolve_id_clashes,
-    same_abstract,
-    where,
-)
+from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
+from rag.corpus.merge import Merge, Merger, entries, merge_with_index
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.errors import IndexStoreError, InputError, ParseError
@@ -50,6 +41,8 @@ class IngestReport:
     sentences: int = 0
     skipped: list[str] = field(default_factory=list)
     left_out: dict[str, int] = field(default_factory=dict)  # records no error, not ingested
+    merges: list[Merge] = field(default_factory=list)  # records found to be one paper
+    notes: list[str] = field(default_factory=list)  # what was read, when worth saying
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -63,6 +56,9 @@ class IngestReport:
             text += f"; skipped {len(self.skipped)} bad record(s)/file(s)"
         if self.left_out:
             text += f"; left out {self.left_out_text()}"
+        merged = len({m.paper_id for m in self.merges})
+        if merged:
+            text += f"; merged {merged} paper(s) seen in several sources"
         return text
 
     def left_out_text(self) -> str:
@@ -93,14 +89,14 @@ def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
         yield
 
 
-def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
-             ) -> tuple[list[FileResult], list[str]]:
+def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None,
+             collection: str | None = None) -> tuple[list[FileResult], list[str]]:
     """Parse every file first; bad input stops everything unless skip_bad."""
     results: list[FileResult] = []
     skipped: list[str] = []
     for path in expand_paths(paths):
         try:
-            result = read_file(path, restrict)
+            result = read_file(path, restrict, collection)
         except ParseError as exc:
             if not skip_bad:
                 raise
@@ -117,21 +113,27 @@ def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
                 )
             skipped.extend(str(p) for p in result.problems)
         results.append(result)
+    if collection and not any(r.layout == "zotero" for r in results):
+        raise InputError(f"--collection {collection!r} names a Zotero collection, and no Zotero "
+                         "library was among the files", "point at zotero.sqlite or the Zotero data directory")
+    semantic_scholar.join(results)  # dataset papers meet their abstracts from other files
     return results, skipped
 
 
-def _clashes(store: Store, paper: Paper, skip: bool) -> bool:
-    """Whether another file's paper already holds this id with a different abstract (True:
-    skip this record); refused unless `skip`."""
-    stored = store.paper(paper.paper_id)
-    if stored is None or same_abstract(stored, paper):
-        return False
-    if not skip:
-        raise InputError(
-            f"id {paper.paper_id!r} at {where(paper)} has a different abstract from the one "
-            f"indexed from {stored.source}",
-            "give it another id, or pass --replace (replace it) or --skip-bad (keep the indexed one)")
-    return True
+def _records(results: list[FileResult]) -> tuple[list[Paper], set[str]]:
+    """The records of all files in order, and the PMIDs deleted (PubMed DeleteCitation): a
+    deletion removes the records of earlier files, and a later record brings the paper back."""
+    records: list[Paper] = []
+    deleted: set[str] = set()
+    for r in results:
+        if r.deleted:
+            gone = set(r.deleted)
+            records = [p for p in records if p.ids.get("pmid") not in gone]
+            deleted |= gone
+        for p in r.papers:
+            deleted.discard(p.ids.get("pmid", ""))
+            records.append(p)
+    return records, deleted
 
 
 def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
@@ -190,25 +192,29 @@ def _splitter(settings: Settings) -> object:
 def ingest(
     paths: list[Path], settings: Settings, *, prune: bool = False, skip_bad: bool = False,
     show_progress: bool = True, store: Store | None = None, restrict: Restrict | None = None,
-    replace: bool = False,
+    replace: bool = False, collection: str | None = None,
 ) -> IngestReport:
-    """`replace`: a record whose id is already taken by a different abstract (in these files
-    or in the index) replaces it; `skip_bad` keeps the first; neither: refused, exit 2."""
+    """Records of one paper (shared DOI, arXiv id, PMID, id, abstract, or title + first author
+    + year) are merged (rag.corpus.merge), each merge reported; `replace`: the later record's
+    fields win, also over the paper already indexed."""
     started = time.perf_counter()
     from rag.embed.gpu import choose_device
 
     choose_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
-    results, skipped = read_all(paths, skip_bad, restrict)
-    report = IngestReport(files=len(results), skipped=skipped)
+    results, skipped = read_all(paths, skip_bad, restrict, collection)
+    report = IngestReport(files=len(results), skipped=skipped,
+                          notes=[f"{r.source}: {r.note}" for r in results if r.note])
     for r in results:
         for why, n in r.left_out.items():
             report.left_out[why] = report.left_out.get(why, 0) + n
-    keep_later = True if replace else (False if skip_bad else None)
-    read, clashes = resolve_id_clashes([p for r in results for p in r.papers], keep_later)
-    report.skipped.extend(clashes)
-    papers = merge_papers(read)
+    records, deleted = _records(results)
+    merger = Merger(replace)
+    for record in records:
+        merger.add(record)
+    papers = merger.papers
+    report.merges = merger.merges
     report.papers = len(papers)
-    if not papers and not prune:
+    if not papers and not prune and not deleted:
         if report.left_out:
             raise InputError(f"no papers to ingest: left out {report.left_out_text()}",
                              "loosen --category/--since, or point at files with abstracts in them")
@@ -218,6 +224,11 @@ def ingest(
         owned = store is None
         store = store or Store(settings, upgrade=True)  # an older index is upgraded here
         states = store.paper_states()
+        stored = {p.paper_id: p for p in store.papers()} if states else {}
+        papers, merges, absorbed = merge_with_index(papers, list(stored.values()),
+                                                    {r.source for r in results}, replace)
+        report.merges += merges
+        report.papers = len(papers)
         todo: dict[str, list[Paper]] = defaultdict(list)
         for paper in papers:
             state = states.get(paper.paper_id)
@@ -227,22 +238,24 @@ def ingest(
                 report.unchanged += 1
                 continue
             else:
-                if not replace and state[3] != paper.source and _clashes(store, paper, skip_bad):
-                    report.skipped.append(f"id {paper.paper_id!r} at {where(paper)}: kept the "
-                                          f"abstract already indexed from {state[3]}")
-                    continue
                 report.changed += 1
             todo[paper.source].append(paper)
 
         present = {p.paper_id for p in papers}
         # A restricted read saw only part of each file: what it left out is not gone from it.
         read_sources = set() if restrict and restrict.active() else {r.source for r in results}
-        gone: set[str] = set()
+        gone: set[str] = set(absorbed)
         source_paths = store.source_paths() if prune else {}
         for pid, (_, _, _, source) in states.items():
             if pid in present:
                 continue
-            if source in read_sources or (prune and not Path(source_paths.get(pid, source)).exists()):
+            known = stored.get(pid)
+            # a paper merged from several files stays while a file not read now holds it
+            all_read = known is None or all(e.get("source") in read_sources for e in entries(known))
+            if known is not None and known.ids.get("pmid") in deleted:
+                gone.add(pid)  # PubMed deleted the citation
+            elif (source in read_sources and all_read) or (
+                    prune and not Path(source_paths.get(pid, source)).exists()):
                 gone.add(pid)
         report.removed = len(gone)
 

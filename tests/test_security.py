@@ -144,27 +144,28 @@ def _jsonl(path: Path, *abstracts: str) -> None:
                             for a in abstracts))
 
 
-def test_same_id_different_abstract_in_one_file_is_refused(workdir: Path) -> None:
+def test_same_id_different_abstract_in_one_file_keeps_the_first_and_says_so(workdir: Path) -> None:
     _jsonl(workdir / "one.jsonl", "Pipelines for training large models.", "A study of databases.")
     env = {"RAG_HOME": str(workdir / "h")}
-    refused = run_rag("ingest", "-q", "one.jsonl", cwd=workdir, env=env)
-    assert refused.returncode == 2
-    assert "one.jsonl:1" in refused.stderr and "one.jsonl:2" in refused.stderr
-    skipped = run_rag("ingest", "-q", "--skip-bad", "one.jsonl", cwd=workdir, env=env)
-    assert skipped.returncode == 0 and "kept one.jsonl:1" in skipped.stderr
+    merged = run_rag("ingest", "-q", "one.jsonl", cwd=workdir, env=env)
+    assert merged.returncode == 0
+    assert "one.jsonl:1" in merged.stderr and "one.jsonl:2" in merged.stderr
+    assert "kept the abstract from one.jsonl:1" in merged.stderr
+    assert "Pipelines" in run_rag("papers", "show", "p1", cwd=workdir, env=env).stdout
 
 
-def test_same_id_different_abstract_across_files_is_refused(workdir: Path) -> None:
+def test_same_id_different_abstract_across_files_is_never_a_silent_overwrite(workdir: Path) -> None:
     _jsonl(workdir / "a.jsonl", "Pipelines for training large models.")
     _jsonl(workdir / "b.jsonl", "A study of databases.")
     _jsonl(workdir / "c.jsonl", "Pipelines for training large models.")
     env = {"RAG_HOME": str(workdir / "h")}
     assert run_rag("ingest", "-q", "a.jsonl", cwd=workdir, env=env).returncode == 0
-    refused = run_rag("ingest", "-q", "b.jsonl", cwd=workdir, env=env)
-    assert refused.returncode == 2
-    assert "b.jsonl" in refused.stderr and "a.jsonl" in refused.stderr
+    kept = run_rag("ingest", "-q", "b.jsonl", cwd=workdir, env=env)
+    assert kept.returncode == 0
+    assert "b.jsonl" in kept.stderr and "kept the abstract from a.jsonl" in kept.stderr
+    assert "Pipelines" in run_rag("papers", "show", "p1", cwd=workdir, env=env).stdout
     same = run_rag("ingest", "-q", "c.jsonl", cwd=workdir, env=env)
-    assert same.returncode == 0 and not same.stderr
+    assert same.returncode == 0 and "kept the abstract" not in same.stderr  # the same abstract
     replaced = run_rag("ingest", "-q", "--replace", "b.jsonl", cwd=workdir, env=env)
     assert replaced.returncode == 0
     shown = run_rag("papers", "show", "p1", cwd=workdir, env=env)

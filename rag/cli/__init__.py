@@ -50,22 +50,31 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
 @click.option("--prune", is_flag=True, help="Remove papers whose source file is gone.")
 @click.option("--skip-bad", is_flag=True, help="Ingest the good records of a file with bad ones.")
 @click.option("--replace", is_flag=True,
-              help="A record whose id holds a different abstract replaces it (default: refused).")
+              help="Records of a paper already seen (same DOI, arXiv id, PMID, id): the later "
+                   "record's abstract and fields win (default: the first, or the indexed, is kept).")
+@click.option("--collection", metavar="NAME",
+              help="Zotero library: only items in this collection and its subcollections.")
 @click.option("--quiet", "-q", is_flag=True, help="No progress bar.")
 @click.option("--category", "categories", multiple=True, metavar="CAT",
               help="Only papers in this arXiv category (cs.DC; cs for all cs.*); repeatable.")
 @click.option("--since", metavar="DATE", help="Only papers first published from DATE on (2023, 2023-06).")
 def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, replace: bool,
-           quiet: bool, categories: tuple[str, ...], since: str | None) -> None:
+           collection: str | None, quiet: bool, categories: tuple[str, ...], since: str | None) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
     from rag.corpus import Restrict
     from rag.ingest import ingest as run
 
     settings = _settings(index)
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
-                 replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since))
+                 replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since),
+                 collection=collection)
+    for note in report.notes:
+        click.echo(f"read: {note}", err=True)
     for problem in report.skipped:
         click.echo(f"skipped: {problem}", err=True)
+    for merge in report.merges:
+        hint = " (--replace takes the other)" if merge.differ and not replace else ""
+        click.echo(f"merged: {merge.describe()}{hint}", err=True)
     click.echo(report.summary())
 
 

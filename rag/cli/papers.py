@@ -25,9 +25,11 @@ class _PapersGroup(click.Group):
 @click.option("--json", "as_json", is_flag=True, help='Print {"papers": [...]} with every field.')
 @click.option("--format", "fmt", type=click.Choice(["bibtex", "ris", "csl-json"]),
               help="Print the papers as citations for a reference manager.")
+@click.option("--duplicates", is_flag=True,
+              help="Only papers merged from several records, with each source and why.")
 @index_option
 @click.pass_context
-def papers(ctx: click.Context, as_json: bool, fmt: str | None, ids: tuple[str, ...],
+def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool, ids: tuple[str, ...],
            index: str | None) -> None:
     """List every paper in the index (`rag papers show ID` for one).
 
@@ -40,6 +42,15 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, ids: tuple[str, .
         raise InputError(f"paper ids {' '.join(ids)!r} need --format, given before them",
                          "`rag papers --format bibtex ID ...`; `rag papers show ID` shows one paper")
     listed = _ensure_index(_settings(index)).papers()
+    if duplicates:
+        listed = [p for p in listed if p.sources]
+    if duplicates and not as_json and not fmt:
+        for p in listed:
+            click.echo(f"{p.paper_id:<48} {textwrap.shorten(p.label, 60)}")
+            for line in source_lines(p):
+                click.echo(f"    {line}")
+        click.echo(f"{len(listed)} papers merged from several records", err=True)
+        return
     if fmt:
         from rag.export import export, select
 
@@ -67,9 +78,26 @@ def papers_show(ctx: click.Context, paper_id: str, as_json: bool) -> None:
         emit_json(paper.to_dict())
         return
     for key, value in paper.to_dict().items():
-        if key == "abstract":
+        if key in ("abstract", "sources") or value in (None, [], "", {}):
             continue
-        if value not in (None, [], ""):
-            click.echo(f"{key:>12}: {', '.join(value) if isinstance(value, list) else value}")
+        if isinstance(value, dict):
+            value = ", ".join(f"{k} {v}" for k, v in value.items())
+        click.echo(f"{key:>12}: {', '.join(value) if isinstance(value, list) else value}")
+    if paper.sources:
+        click.echo(f"{'sources':>12}:")
+        for line in source_lines(paper):
+            click.echo(f"{'':>14}{line}")
     click.echo()
     click.echo(textwrap.fill(paper.abstract, 92))
+
+
+def source_lines(paper: object) -> list[str]:
+    """One line per record merged into the paper: where, its format, and what matched."""
+    out = []
+    for e in getattr(paper, "sources", []):
+        where = f"{e.get('source')}:{e['line']}" if e.get("line") else str(e.get("source"))
+        where += f" record {e['record']}" if e.get("record") else ""
+        fmt = f" ({e['format']})" if e.get("format") else ""
+        why = f": {e['matched']}" if e.get("matched") else ""
+        out.append(f"{where}{fmt}{why}")
+    return out

@@ -12,10 +12,11 @@ from pathlib import Path
 from rag.corpus import arxiv, bibtex
 from rag.corpus.arxiv import Restrict
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
-from rag.corpus.paper import Paper, norm_text, sha
+from rag.corpus.merge import merge_papers, where
+from rag.corpus.paper import Paper, sha
 from rag.errors import InputError, ParseError
 
-__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers"]
+__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "where"]
 
 
 
@@ -30,7 +31,7 @@ def _max_file_bytes() -> int:
 
 MAX_FILE_BYTES = _max_file_bytes()
 MAX_ABSTRACT_CHARS = 20_000
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ""}  # not .md: a README is no corpus
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
 
 
 @dataclass
@@ -42,6 +43,8 @@ class FileResult:
     problems: list[ParseError] = field(default_factory=list)
     digest: str = ""
     left_out: dict[str, int] = field(default_factory=dict)  # why -> how many records (no error)
+    deleted: list[str] = field(default_factory=list)  # PMIDs a PubMed update file deletes
+    note: str = ""  # what was read, when worth saying ("Zotero library, schema version 121")
 
 
 def display_path(path: Path) -> str:
@@ -55,7 +58,9 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     """Files named directly, and the dump files inside named directories, in a stable order."""
     out: list[Path] = []
     for p in paths:
-        if p.is_dir():
+        if p.is_dir() and (p / "zotero.sqlite").is_file():  # a Zotero data directory
+            out.append(p / "zotero.sqlite")
+        elif p.is_dir():
             found = sorted(
                 f for f in p.rglob("*")
                 if f.is_file() and not f.name.startswith(".") and f.suffix.lower() in SUFFIXES
@@ -96,11 +101,19 @@ def _decode(data: bytes, source: str) -> str:
         ) from None
 
 
-def read_file(path: Path, restrict: Restrict | None = None) -> FileResult:
-    """Parse one file, keeping the records `restrict` keeps. Raises ParseError for a file that
-    cannot be read at all."""
+def read_file(path: Path, restrict: Restrict | None = None, collection: str | None = None) -> FileResult:
+    """Parse one file, keeping the records `restrict` keeps (and, in a Zotero library, those
+    in `collection`). Raises ParseError for a file that cannot be read at all."""
+    from rag.corpus.readers import open_stream
+
     source = display_path(path)
     _regular(path, source)  # before anything opens it: opening a FIFO blocks
+    stream = open_stream(path, source, collection)
+    if stream is not None:
+        papers = list(stream.papers)
+        result = FileResult(path, source, stream.layout, left_out=stream.left_out,
+                            deleted=stream.deleted, note=stream.note)
+        return _finish(result, papers, stream.problems, restrict)
     if arxiv.is_snapshot(path):  # streamed: no size limit, only the kept records in memory
         papers, problems, left_out = arxiv.read_snapshot(path, source, restrict)
         return _finish(FileResult(path, source, arxiv.LAYOUT, left_out=left_out), papers,
@@ -155,6 +168,7 @@ def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
     source = result.source
     for i, paper in enumerate(papers, 1):
         paper.source, paper.position = source, i
+        paper.format = paper.format or result.layout
         if len(paper.abstract) > MAX_ABSTRACT_CHARS:
             problems.append(ParseError(
                 source, paper.line,
@@ -169,7 +183,7 @@ def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
         if len(kept) < len(papers):
             result.left_out[f"records outside {restrict.describe()}"] = len(papers) - len(kept)
         papers = kept
-    if not papers and not problems and not result.left_out:
+    if not papers and not problems and not result.left_out and not result.deleted:
         problems.append(ParseError(source, None, "no abstracts found", LAYOUT_HELP))
     result.papers, result.problems = papers, sorted(problems, key=lambda e: e.line or 0)
     return result
@@ -192,57 +206,3 @@ def infer_metadata(paper: Paper) -> None:
                 break
     if not paper.year and paper.arxiv_id and re.match(r"\d{4}\.", paper.arxiv_id):
         paper.year = 2000 + int(paper.arxiv_id[:2])
-
-
-def where(p: Paper) -> str:
-    return f"{p.source}:{p.line}" if p.line else p.source
-
-
-def same_abstract(a: Paper, b: Paper) -> bool:
-    """Also true for two records of one arXiv id: renderings of its versions, merged as
-    merge_papers documents, not a clash."""
-    if a.arxiv_id and a.arxiv_id == b.arxiv_id == a.paper_id:
-        return True
-    return norm_text(a.abstract) == norm_text(b.abstract)
-
-
-def resolve_id_clashes(papers: list[Paper], keep_later: bool | None) -> tuple[list[Paper], list[str]]:
-    """Records with the same id but different abstracts: refused (keep_later None, InputError
-    naming both places), or the first (False) or the later one (True) kept, each said.
-    The same id with the same abstract is the same paper, merged silently by merge_papers."""
-    first: dict[str, Paper] = {}
-    dropped: set[int] = set()
-    said: list[str] = []
-    for p in papers:
-        seen = first.get(p.paper_id)
-        if seen is None or same_abstract(seen, p):
-            first.setdefault(p.paper_id, p)
-            continue
-        clash = f"id {p.paper_id!r} has a different abstract at {where(seen)} and at {where(p)}"
-        if keep_later is None:
-            raise InputError(clash, "give one record another id, or pass --skip-bad (keep the "
-                             "first) or --replace (keep the later)")
-        dropped.add(id(seen) if keep_later else id(p))
-        said.append(f"{clash}: kept {where(p) if keep_later else where(seen)}")
-        if keep_later:
-            first[p.paper_id] = p
-    return [p for p in papers if id(p) not in dropped], said
-
-
-def merge_papers(papers: list[Paper]) -> list[Paper]:
-    """One record per paper: the same arXiv id or the same abstract merges into the first."""
-    by_key: dict[str, Paper] = {}
-    out: list[Paper] = []
-    for p in papers:
-        keys = [f"id:{p.paper_id}", f"abs:{sha(norm_text(p.abstract))}"]
-        if p.arxiv_id:
-            keys.append(f"arxiv:{p.arxiv_id}")
-        first = next((by_key[k] for k in keys if k in by_key), None)
-        if first is None:
-            out.append(p)
-            first = p
-        else:
-            first.merge(p)
-        for k in keys:
-            by_key.setdefault(k, first)
-    return out

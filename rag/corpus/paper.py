@@ -22,15 +22,21 @@ class Paper:
     year: int | None = None
     date: str | None = None
     comments: list[str] = field(default_factory=list)
-    categories: list[str] = field(default_factory=list)  # arXiv's, e.g. ["cs.DC", "cs.LG"]
+    categories: list[str] = field(default_factory=list)  # arXiv's, MeSH, concepts, collections
+    # Other identifiers: pmid, pmcid, openalex, s2 (corpus id), zotero (item key).
+    ids: dict[str, str] = field(default_factory=dict)
+    # Every record merged into this paper (rag.corpus.merge): source, line, format, and the
+    # identifier that matched; empty for a paper seen in one record only.
+    sources: list[dict[str, Any]] = field(default_factory=list)
     source: str = ""
     position: int = 0
     line: int = 0  # line of the file where the paper starts (for error messages)
+    format: str = ""  # the reader that made the record (merge precedence, provenance)
 
-    INTERNAL: ClassVar[frozenset[str]] = frozenset({"line"})  # not stored, not in to_dict()
+    INTERNAL: ClassVar[frozenset[str]] = frozenset({"line", "format"})  # not stored, not in to_dict()
     # Fields added after indexes were built: left out of the content hash while empty, so a
     # re-ingest does not take every stored paper for changed and embed it again.
-    LATER: ClassVar[frozenset[str]] = frozenset({"categories"})
+    LATER: ClassVar[frozenset[str]] = frozenset({"categories", "ids", "sources"})
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -55,11 +61,12 @@ class Paper:
             # The id is the arXiv id whenever one is known, whichever file came first.
             self.paper_id = other.arxiv_id
         for f in fields(self):
-            if f.name in ("paper_id", "source", "position", "line"):
+            if f.name in ("paper_id", "source", "position", "line", "format", "sources"):
                 continue
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
             if not mine and theirs:
                 setattr(self, f.name, theirs)
+        self.ids = {**other.ids, **self.ids}  # every identifier either record has
         if other.title and self.label != self.title:
             self.label = self.title or self.label
 

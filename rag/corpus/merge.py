@@ -1,0 +1,246 @@
+"""One record per paper across files, readers and ingests: the identifier rule.
+
+Records are one paper when they share a DOI, an arXiv id (version stripped), a PMID, a paper
+id, the same abstract, or the same normalised title with the same first-author surname and
+years at most one apart. Which record's fields the paper keeps (its "base"):
+
+1. the record already in the index, unless the record comes from the file it was indexed
+   from (the file was edited) or `replace` is set (`rag ingest --replace`);
+2. within one ingest, a published record (a DOI other than arXiv's, from a reader other than
+   the arXiv ones) over a preprint, then the first seen (with `replace`: the last seen).
+
+The other records only fill the base's empty fields, add their identifiers and categories,
+and are listed in its `sources` (file, line, format, and the identifier that matched). Every
+merge is returned as a `Merge`, so the ingest reports it: nothing is replaced silently.
+"""
+
+from __future__ import annotations
+
+import copy
+import unicodedata
+from dataclasses import dataclass
+
+from rag.corpus.paper import Paper, norm_text, sha
+
+PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
+
+
+@dataclass
+class Merge:
+    """Two records found to be one paper, as the ingest reports it."""
+
+    paper_id: str
+    kept: str  # where the kept fields (the abstract among them) come from
+    other: str  # the record merged into it
+    why: str  # "same DOI 10.1145/..."
+    differ: bool  # the two abstracts differ: one of them was not kept
+
+    def describe(self) -> str:
+        text = f"{self.paper_id} ({self.why}): {self.other} merged with {self.kept}"
+        if self.differ:
+            text += f"; kept the abstract from {self.kept}"
+        return text
+
+
+def where(p: Paper) -> str:
+    if p.line:
+        return f"{p.source}:{p.line}"
+    return f"{p.source} record {p.position}" if p.position else p.source
+
+
+def norm_doi(doi: str | None) -> str | None:
+    if not doi:
+        return None
+    d = doi.strip().lower()
+    for prefix in ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "http://dx.doi.org/", "doi:"):
+        d = d.removeprefix(prefix)
+    return d.strip() or None
+
+
+def surname(name: str) -> str:
+    """The last word of a "First Last" name, without accents, lower-case."""
+    plain = unicodedata.normalize("NFKD", name).encode("ascii", "ignore").decode()
+    words = norm_text(plain).split()
+    return words[-1] if words else ""
+
+
+def keys(p: Paper) -> list[tuple[str, str]]:
+    """(what, value) pairs that identify the paper; `title` pairs need years within one."""
+    out = []
+    doi = norm_doi(p.doi)
+    if doi:
+        out.append(("DOI", doi))
+    if p.arxiv_id:
+        out.append(("arXiv id", p.arxiv_id))
+    if p.ids.get("pmid"):
+        out.append(("PMID", p.ids["pmid"]))
+    out += [("paper id", p.paper_id), ("abstract", sha(norm_text(p.abstract)))]
+    if p.title and p.authors and surname(p.authors[0]):
+        out.append(("title", f"{norm_text(p.title)}|{surname(p.authors[0])}"))
+    return out
+
+
+def _describe(what: str, value: str, p: Paper) -> str:
+    if what == "title":
+        return f"same title, first author and year ({p.title}, {surname(p.authors[0])})"
+    if what == "abstract":
+        return "same abstract"
+    return f"same {what} {value}"
+
+
+def published(p: Paper) -> bool:
+    doi = norm_doi(p.doi)
+    return bool(doi and not doi.startswith("10.48550/") and p.format not in PREPRINT_FORMATS)
+
+
+def entries(p: Paper, matched: str = "") -> list[dict[str, object]]:
+    """The provenance of a record: its own `sources`, or itself alone."""
+    if p.sources:
+        return [dict(e) for e in p.sources]
+    entry: dict[str, object] = {"source": p.source}
+    if p.line:
+        entry["line"] = p.line
+    elif p.position:  # a record without lines (XML, a database): its place among the file's
+        entry["record"] = p.position
+    if p.format:
+        entry["format"] = p.format
+    if matched:
+        entry["matched"] = matched
+    return [entry]
+
+
+def _place(entry: dict[str, object]) -> tuple[object, object, object]:
+    return entry.get("source"), entry.get("line"), entry.get("record")
+
+
+def _years_close(a: Paper, b: Paper) -> bool:
+    return a.year is None or b.year is None or abs(a.year - b.year) <= 1
+
+
+def combine(base: Paper, other: Paper, why: str) -> None:
+    """Fill `base` from `other` (of the same paper) and record `other` as a source."""
+    mine = entries(base)
+    theirs = entries(other, why)
+    if theirs and not theirs[0].get("matched"):
+        theirs[0]["matched"] = why
+    base.merge(other)
+    base.categories = list(dict.fromkeys([*base.categories, *other.categories]))
+    seen = {_place(e) for e in mine}
+    merged = mine + [e for e in theirs if _place(e) not in seen]
+    base.sources = merged if len(merged) > 1 else []
+
+
+class Merger:
+    """Merges records into papers, in the order given."""
+
+    def __init__(self, replace: bool = False) -> None:
+        self.replace = replace
+        self.papers: list[Paper] = []
+        self.merges: list[Merge] = []
+        self._by_key: dict[str, Paper] = {}
+
+    def find(self, p: Paper) -> tuple[Paper, str] | None:
+        for what, value in keys(p):
+            found = self._by_key.get(f"{what}:{value}")
+            if found is not None and (what != "title" or _years_close(found, p)):
+                return found, _describe(what, value, p)
+        return None
+
+    def _index(self, p: Paper) -> None:
+        for what, value in keys(p):
+            self._by_key.setdefault(f"{what}:{value}", p)
+
+    def add(self, p: Paper) -> Paper:
+        """Merge `p` into the paper it belongs to (or start one); return that paper."""
+        hit = self.find(p)
+        if hit is None:
+            self.papers.append(p)
+            self._index(p)
+            return p
+        base, why = hit
+        differ = norm_text(base.abstract) != norm_text(p.abstract)
+        wins = self.replace or (published(p) and not published(base))
+        if wins:
+            # the new record's fields win: swap contents, so `base` stays the listed object
+            old = copy.copy(base)
+            base.__dict__.update(copy.copy(p).__dict__)
+            base.sources = []
+            combine(base, old, why)
+            kept, other = where(p), where(old)
+        else:
+            combine(base, p, why)
+            kept, other = where(base), where(p)
+        self.merges.append(Merge(base.paper_id, kept, other, why, differ))
+        self._index(base)
+        self._index(p)
+        return base
+
+
+def merge_papers(papers: list[Paper], replace: bool = False) -> list[Paper]:
+    """One record per paper, by the rule above."""
+    m = Merger(replace)
+    for p in papers:
+        m.add(p)
+    return m.papers
+
+
+def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set[str],
+                     replace: bool = False) -> tuple[list[Paper], list[Merge], set[str]]:
+    """This ingest's papers merged with the indexed ones they share an identifier with.
+
+    Returns the papers to write, the merges to report, and the ids of indexed papers now
+    part of another paper (to delete). An indexed paper keeps its fields and id unless the
+    new record comes from the file it was indexed from, or `replace`."""
+    index = Merger()
+    for s in stored:
+        index.papers.append(s)
+        index._index(s)
+    out: list[Paper] = []
+    merges: list[Merge] = []
+    absorbed: set[str] = set()
+    taken: dict[str, Paper] = {}  # indexed paper id -> the paper it became in this ingest
+    for p in papers:
+        hit = index.find(p)
+        if hit is None:
+            out.append(p)
+            continue
+        s, why = hit
+        if s.paper_id in taken:  # two new papers matched one indexed paper: join them
+            joined = taken[s.paper_id]
+            merges.append(Merge(joined.paper_id, where(joined), where(p), why,
+                                norm_text(joined.abstract) != norm_text(p.abstract)))
+            combine(joined, p, why)
+            continue
+        # what the index knew from the files read now is superseded by what they say now
+        kept_entries = [e for e in entries(s) if e.get("source") not in read_sources]
+        if s.source in read_sources or replace:
+            merged = p
+            if kept_entries:
+                rest = copy.copy(s)
+                rest.sources = kept_entries
+                combine(merged, rest, why)
+                others = ", ".join(str(e.get("source")) for e in kept_entries)
+                merges.append(Merge(s.paper_id, where(p), others, why,
+                                    replace and norm_text(s.abstract) != norm_text(p.abstract)))
+        else:
+            merged = copy.copy(s)
+            merged.sources = kept_entries
+            combine(merged, p, why)
+            merges.append(Merge(s.paper_id, s.source, where(p), why,
+                                norm_text(s.abstract) != norm_text(p.abstract)))
+        # a record seen before keeps the reason it was first merged for: the paper's stored
+        # record (and so its content hash) does not change when nothing in the files did
+        before = {_place(e): e.get("matched") for e in s.sources}
+        for e in merged.sources:
+            if before.get(_place(e)) is not None:
+                e["matched"] = before[_place(e)]
+            elif _place(e) in before:
+                e.pop("matched", None)
+        if merged.paper_id != s.paper_id:
+            if merged.arxiv_id and merged.paper_id == merged.arxiv_id and s.paper_id != s.arxiv_id:
+                absorbed.add(s.paper_id)  # the id became the arXiv id (Paper.merge)
+            else:
+                merged.paper_id = s.paper_id  # the indexed id stays: citations of it hold
+        taken[s.paper_id] = merged
+        out.append(merged)
+    return out, merges, absorbed - {p.paper_id for p in out}

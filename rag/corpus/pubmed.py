@@ -1,0 +1,158 @@
+"""PubMed/MEDLINE XML (the baseline and update files, `.xml` or `.xml.gz`): one
+`PubmedArticleSet` per file, read as a stream.
+
+defusedxml's iterparse reads it: an entity declaration or an external entity is refused
+(no billion laughs, no file reads), the DOCTYPE line PubMed writes is allowed. Each
+`PubmedArticle` is turned into a Paper when its end tag arrives and then cleared, with the
+root's reference to it, so memory holds one article whatever the file's size.
+"""
+
+from __future__ import annotations
+
+import re
+from collections.abc import Iterator
+from pathlib import Path
+from typing import Any
+
+from rag.corpus.formats import _paper
+from rag.corpus.paper import Paper
+from rag.corpus.streams import Stream, open_binary
+from rag.errors import ParseError
+
+LAYOUT = "pubmed-xml"
+_MONTHS = {m: i for i, m in enumerate(
+    ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
+
+
+def detect(head: bytes) -> bool:
+    return b"<PubmedArticleSet" in head or b"<!DOCTYPE PubmedArticleSet" in head
+
+
+def _text(elem: Any) -> str:
+    """The element's text with its inline markup (<i>, <sup>) flattened."""
+    return " ".join("".join(elem.itertext()).split()) if elem is not None else ""
+
+
+def _abstract(article: Any) -> str:
+    """Structured abstracts keep their labels: "BACKGROUND: ... METHODS: ..."."""
+    parts = []
+    for piece in article.findall("Abstract/AbstractText"):
+        text = _text(piece)
+        label = (piece.get("Label") or "").strip()
+        if text:
+            parts.append(f"{label}: {text}" if label else text)
+    return " ".join(parts)
+
+
+def _date(pub: Any) -> tuple[int | None, str | None]:
+    """(year, YYYY-MM-DD when the day is given) from PubDate, or the first year of a
+    MedlineDate ("1998 Dec-1999 Jan")."""
+    if pub is None:
+        return None, None
+    year = pub.findtext("Year")
+    if year and year.strip().isdigit():
+        y = int(year)
+        month = (pub.findtext("Month") or "").strip().lower()[:3]
+        m = _MONTHS.get(month) or (int(month) if month.isdigit() else None)
+        day = (pub.findtext("Day") or "").strip()
+        date = f"{y:04d}-{m:02d}-{int(day):02d}" if m and day.isdigit() else None
+        return y, date
+    found = re.search(r"\b(\d{4})\b", pub.findtext("MedlineDate") or "")
+    return (int(found.group(1)), None) if found else (None, None)
+
+
+def _authors(article: Any) -> list[str]:
+    names = []
+    for a in article.findall("AuthorList/Author"):
+        collective = _text(a.find("CollectiveName"))
+        if collective:
+            names.append(collective)
+            continue
+        name = " ".join(filter(None, [a.findtext("ForeName") or a.findtext("Initials"), a.findtext("LastName")]))
+        if name.strip():
+            names.append(" ".join(name.split()))
+    return names
+
+
+def article_paper(elem: Any, source: str, n: int) -> Paper | None:
+    """A Paper from the n-th `PubmedArticle` element, None when it has no abstract."""
+    citation = elem.find("MedlineCitation")
+    pmid = (citation.findtext("PMID") or "").strip() if citation is not None else ""
+    if not pmid:
+        raise ParseError(source, None, f"PubmedArticle number {n} has no PMID")
+    article = citation.find("Article")
+    abstract = _abstract(article) if article is not None else ""
+    if not abstract:
+        return None
+    ids: dict[str, str] = {"pmid": pmid}
+    doi = None
+    for aid in elem.findall("PubmedData/ArticleIdList/ArticleId"):  # not the references' ids
+        kind, value = aid.get("IdType"), (aid.text or "").strip()
+        if kind == "doi" and value:
+            doi = value
+        elif kind == "pmc" and value:
+            ids["pmcid"] = value
+    if doi is None:
+        for loc in article.findall("ELocationID"):
+            if loc.get("EIdType") == "doi" and (loc.text or "").strip():
+                doi = loc.text.strip()
+    year, date = _date(article.find("Journal/JournalIssue/PubDate"))
+    mesh = [_text(d) for d in citation.findall("MeshHeadingList/MeshHeading/DescriptorName")]
+    paper = _paper(abstract, title=_text(article.find("ArticleTitle")) or None, authors=_authors(article),
+                   venue=_text(article.find("Journal/Title")) or None, year=year, date=date, doi=doi,
+                   categories=[m for m in mesh if m], line=0)
+    paper.paper_id = f"PMID:{pmid}"
+    paper.ids = ids
+    return paper
+
+
+def read(path: Path, source: str) -> Stream:
+    return Stream.of(LAYOUT, lambda stream: _papers(path, source, stream))
+
+
+def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import ParseError as XmlError
+    from defusedxml.ElementTree import iterparse
+
+    n = 0
+    try:
+        with open_binary(path, source) as fh:
+            root = None
+            for event, elem in iterparse(fh, events=("start", "end")):
+                if event == "start":
+                    if root is None:
+                        root = elem
+                    continue
+                if elem.tag == "PubmedArticle":
+                    n += 1
+                    try:
+                        paper = article_paper(elem, source, n)
+                    except ParseError as exc:
+                        stream.problems.append(exc)
+                        paper = None
+                    else:
+                        if paper is None:
+                            stream.leave_out("PubMed articles without an abstract")
+                    if root is not None:
+                        root.clear()  # the article and the root's reference to it
+                    if paper is not None:
+                        yield paper
+                elif elem.tag == "PubmedBookArticle":
+                    stream.leave_out("PubMed book records")
+                    if root is not None:
+                        root.clear()
+                elif elem.tag == "DeleteCitation":
+                    stream.deleted.extend((p.text or "").strip() for p in elem.findall("PMID"))
+                    if root is not None:
+                        root.clear()
+    except DefusedXmlException as exc:
+        raise ParseError(source, None, f"XML with entity declarations or external references refused ({exc})",
+                         "PubMed files declare no entities: is this file from PubMed?") from None
+    except XmlError as exc:
+        line = getattr(exc, "position", (None,))[0]
+        stream.problems.append(ParseError(source, line, f"XML that cannot be read ({exc})",
+                                          "download the file again; it may be truncated"))
+    except (OSError, EOFError) as exc:
+        stream.problems.append(ParseError(source, None, f"damaged gzip file ({exc})",
+                                          "download the file again"))

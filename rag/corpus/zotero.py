@@ -1,0 +1,152 @@
+"""A Zotero library (`zotero.sqlite`, or the Zotero data directory holding it), read-only.
+
+Zotero keeps its database open and locked while it runs, so it is opened as an immutable
+SQLite URI (`?mode=ro&immutable=1`): no lock is taken and nothing is ever written. The cost:
+changes Zotero has not yet written back to the file are not seen; close Zotero for those.
+Regular items with an abstract become papers; notes, attachments and annotations, and
+items in the trash (`deletedItems`), are skipped. The tables read are those of Zotero's
+own schema (resource/schema/userdata.sql and system.sql in the zotero/zotero repository).
+"""
+
+from __future__ import annotations
+
+import re
+import sqlite3
+from collections.abc import Iterator
+from pathlib import Path
+from urllib.parse import quote
+
+from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.merge import norm_doi
+from rag.corpus.paper import Paper
+from rag.corpus.streams import SQLITE_MAGIC, Stream
+from rag.errors import InputError, ParseError
+
+LAYOUT = "zotero"
+SKIPPED_TYPES = ("note", "attachment", "annotation")
+_VENUE_FIELDS = ("publicationTitle", "proceedingsTitle", "conferenceName", "bookTitle", "repository",
+                 "websiteTitle", "university")
+_ARXIV = re.compile(r"arxiv(?:\.org/(?:abs|pdf)/|:\s*|\s+id:\s*)([\w./-]+)", re.IGNORECASE)
+
+
+def detect(head: bytes) -> bool:
+    return head.startswith(SQLITE_MAGIC)
+
+
+def connect(path: Path) -> sqlite3.Connection:
+    """Read-only and immutable: works while Zotero holds its lock, and can write nothing."""
+    uri = f"file:{quote(str(path.resolve()))}?mode=ro&immutable=1"
+    return sqlite3.connect(uri, uri=True)
+
+
+def _table(con: sqlite3.Connection, *names: str) -> str:
+    """The first of these tables the database has (Zotero 5+ reads `...Combined` ones)."""
+    have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    for n in names:
+        if n in have:
+            return n
+    raise sqlite3.DatabaseError(f"no table {' or '.join(names)}")
+
+
+def schema_version(con: sqlite3.Connection) -> str:
+    rows = dict(con.execute("SELECT schema, version FROM version"))
+    return str(rows.get("userdata", "unknown"))
+
+
+def arxiv_id(fields: dict[str, str]) -> str | None:
+    """From `archiveID` ("arXiv:2311.10418"), `extra` ("arXiv: 2311.10418"), or the URL."""
+    for name in ("archiveID", "extra", "url"):
+        for m in _ARXIV.finditer(fields.get(name, "")):
+            split = split_arxiv_id(m.group(1).removesuffix(".pdf"))
+            if split and not split[1].strip(" .,;"):
+                return split[0]
+    return None
+
+
+def _collections(con: sqlite3.Connection, name: str | None) -> set[int] | None:
+    """Ids of the collection called `name` and all its subcollections (None: no restriction)."""
+    if name is None:
+        return None
+    rows = list(con.execute("SELECT collectionID, collectionName, parentCollectionID FROM collections"))
+    chosen = {cid for cid, cname, _ in rows if cname == name} or {
+        cid for cid, cname, _ in rows if cname.casefold() == name.casefold()}
+    if not chosen:
+        known = ", ".join(sorted({c for _, c, _ in rows})[:20]) or "none"
+        raise InputError(f"no Zotero collection named {name!r}", f"collections in this library: {known}")
+    grew = True
+    while grew:
+        more = {cid for cid, _, parent in rows if parent in chosen} - chosen
+        chosen |= more
+        grew = bool(more)
+    return chosen
+
+
+def read(path: Path, source: str, collection: str | None = None) -> Stream:
+    try:
+        con = connect(path)
+        version = schema_version(con)
+        wanted = _collections(con, collection)
+    except sqlite3.Error as exc:
+        raise ParseError(source, None, f"SQLite database that is not a Zotero library ({exc})",
+                         "point at zotero.sqlite in the Zotero data directory") from None
+    stream = Stream.of(LAYOUT, lambda stream: _papers(con, source, stream, wanted))
+    stream.note = f"Zotero library, schema version {version}" + (f", collection {collection!r}" if collection else "")
+    return stream
+
+
+def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[int] | None) -> Iterator[Paper]:
+    try:
+        types, fields = _table(con, "itemTypesCombined", "itemTypes"), _table(con, "fieldsCombined", "fields")
+        skip = ",".join("?" * len(SKIPPED_TYPES))
+        items = con.execute(
+            f"SELECT i.itemID, i.key FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID "
+            f"WHERE t.typeName NOT IN ({skip}) AND i.itemID NOT IN (SELECT itemID FROM deletedItems) "
+            "ORDER BY i.itemID", SKIPPED_TYPES).fetchall()
+        trashed = con.execute(
+            f"SELECT COUNT(*) FROM deletedItems d JOIN items i ON i.itemID = d.itemID JOIN {types} t "
+            f"ON t.itemTypeID = i.itemTypeID WHERE t.typeName NOT IN ({skip})", SKIPPED_TYPES).fetchone()[0]
+        if trashed:
+            stream.leave_out("Zotero items in the trash", trashed)
+        for n, (item_id, key) in enumerate(items, 1):
+            colls = con.execute(
+                "SELECT c.collectionID, c.collectionName FROM collectionItems ci JOIN collections c "
+                "ON c.collectionID = ci.collectionID WHERE ci.itemID = ? ORDER BY c.collectionName",
+                (item_id,)).fetchall()
+            if wanted is not None and not any(cid in wanted for cid, _ in colls):
+                stream.leave_out("Zotero items outside the collection")
+                continue
+            values = dict(con.execute(
+                f"SELECT f.fieldName, v.value FROM itemData d JOIN {fields} f ON f.fieldID = d.fieldID "
+                "JOIN itemDataValues v ON v.valueID = d.valueID WHERE d.itemID = ?", (item_id,)))
+            values = {k: str(v) for k, v in values.items() if v is not None}
+            if not values.get("abstractNote", "").strip():
+                stream.leave_out("Zotero items without an abstract")
+                continue
+            paper = _item_paper(con, item_id, key, values, [c for _, c in colls], n)
+            yield paper
+    except sqlite3.Error as exc:
+        stream.problems.append(ParseError(source, None, f"Zotero database that cannot be read ({exc})",
+                                          "close Zotero and try again, or copy zotero.sqlite and ingest the copy"))
+    finally:
+        con.close()
+
+
+def _item_paper(con: sqlite3.Connection, item_id: int, key: str, values: dict[str, str],
+                collections: list[str], n: int) -> Paper:
+    creators = con.execute(
+        "SELECT c.firstName, c.lastName, t.creatorType FROM itemCreators ic JOIN creators c "
+        "ON c.creatorID = ic.creatorID LEFT JOIN creatorTypes t ON t.creatorTypeID = ic.creatorTypeID "
+        "WHERE ic.itemID = ? ORDER BY ic.orderIndex", (item_id,)).fetchall()
+    authors = [" ".join(filter(None, [f, last])) for f, last, kind in creators if kind in (None, "author")]
+    authors = [a for a in authors if a.strip()] or [" ".join(filter(None, [f, last])) for f, last, _ in creators]
+    # Zotero stores dates as "YYYY-MM-DD original text" (00 for an unknown month or day)
+    date_field = values.get("date", "")
+    year = re.match(r"(\d{4})", date_field)
+    iso = re.match(r"(\d{4}-\d{2}-\d{2})", date_field)
+    venue = next((values[f] for f in _VENUE_FIELDS if values.get(f, "").strip()), None)
+    paper = _paper(values["abstractNote"], title=values.get("title"), arxiv_id=arxiv_id(values),
+                   authors=authors, venue=venue, year=int(year.group(1)) if year else None,
+                   date=iso.group(1) if iso and "-00" not in iso.group(1) else None,
+                   doi=norm_doi(values.get("DOI")), categories=collections, line=0)
+    paper.ids = {"zotero": key}
+    return paper

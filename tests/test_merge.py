@@ -1,0 +1,193 @@
+"""One record per paper across files, readers and ingests: records sharing a DOI, an arXiv id,
+a PMID, an id, or title + first author + year (within one) are one paper; the indexed (or
+published, or first) record's fields stay, the others fill gaps and are listed as sources;
+every merge is reported, and `--replace` lets the later record win. Also: the filters on the
+new readers' fields, and PubMed's DeleteCitation.
+"""
+
+from __future__ import annotations
+
+import json
+from pathlib import Path
+
+import pytest
+
+from rag.corpus import read_file
+from rag.corpus.merge import Merger
+from rag.corpus.paper import Paper
+from rag.ingest import ingest
+from rag.retrieve import Retriever
+from rag.retrieve.filters import Filters
+from rag.store import Store
+from tests.conftest import run_rag
+from tests.zotero_fixture import sample_library
+
+DATA = Path(__file__).resolve().parent / "data" / "formats"
+PREPRINT = ("Multi-task model training has been adopted to enable a single deep neural network model "
+            "to handle multiple tasks. We advocate pipeline-parallel training with variable-length "
+            "micro-batches.")
+PUBLISHED = ("Multi-task model training has been adopted to enable a single deep neural network model "
+             "(often a large language model) to handle multiple tasks (e.g., question answering and "
+             "text summarization). DynaPipe reaches up to 4.39x higher training throughput.")
+TITLE = "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines"
+
+
+def _snapshot(path: Path) -> Path:
+    """The arXiv snapshot's record of DynaPipe (no DOI in it: the title rule must match)."""
+    record = {"id": "2311.10418", "submitter": "Chenyu Jiang", "authors": "Chenyu Jiang, Zhen Jia, Chuan Wu",
+              "title": TITLE, "comments": "18 pages, 18 figures", "journal-ref": None, "doi": None,
+              "categories": "cs.DC cs.LG", "abstract": PREPRINT,
+              "versions": [{"version": "v1", "created": "Fri, 17 Nov 2023 09:34:21 GMT"}],
+              "authors_parsed": [["Jiang", "Chenyu", ""], ["Jia", "Zhen", ""], ["Wu", "Chuan", ""]]}
+    path.write_text(json.dumps(record) + "\n", encoding="utf-8")
+    return path
+
+
+def _bib(path: Path) -> Path:
+    path.write_text(f"""@inproceedings{{jiang2024dynapipe,
+  title = {{{TITLE}}},
+  author = {{Jiang, Chenyu and Jia, Zhen and Zheng, Shuai and Wang, Yida and Wu, Chuan}},
+  booktitle = {{Proceedings of the Nineteenth European Conference on Computer Systems}},
+  series = {{EuroSys '24}},
+  year = {{2024}},
+  doi = {{10.1145/3627703.3629585}},
+  abstract = {{{PUBLISHED}}}
+}}
+""", encoding="utf-8")
+    return path
+
+
+def test_dynapipe_from_the_snapshot_and_a_bib_file_is_one_paper(tmp_path: Path) -> None:
+    records = [*read_file(_snapshot(tmp_path / "snap.json")).papers, *read_file(_bib(tmp_path / "refs.bib")).papers]
+    merger = Merger()
+    for r in records:
+        merger.add(r)
+    [paper] = merger.papers
+    assert paper.paper_id == "2311.10418"
+    assert paper.abstract == PUBLISHED  # the published record over the preprint
+    assert paper.doi == "10.1145/3627703.3629585" and paper.arxiv_id == "2311.10418"
+    assert paper.categories == ["cs.DC", "cs.LG"]
+    assert [e["source"].rsplit("/", 1)[-1] for e in paper.sources] == ["refs.bib", "snap.json"]
+    [merge] = merger.merges
+    assert merge.differ and "same title, first author and year" in merge.why
+
+
+@pytest.mark.parametrize(("title", "author", "year", "one"), [
+    ("DYNAPIPE -- optimizing multi-task training through dynamic pipelines!", "C. Jiang", 2024, True),
+    (TITLE, "Chenyu Jiang", 2021, False),  # years two apart
+    (TITLE, "Zhen Jia", 2023, False),  # another first author
+])
+def test_title_rule(title: str, author: str, year: int, one: bool) -> None:
+    a = Paper("a", "First abstract.", title=TITLE, authors=["Chenyu Jiang"], year=2023)
+    b = Paper("b", "Second abstract.", title=title, authors=[author], year=year)
+    merger = Merger()
+    merger.add(a)
+    merger.add(b)
+    assert (len(merger.papers) == 1) is one
+
+
+def test_same_id_in_one_file_keeps_the_first_and_says_so(tmp_path: Path) -> None:
+    path = tmp_path / "one.jsonl"
+    path.write_text("".join(json.dumps({"id": "p1", "abstract": a}) + "\n"
+                            for a in ("Pipelines for training large models.", "A study of databases.")))
+    merger = Merger()
+    for r in read_file(path).papers:
+        merger.add(r)
+    assert [p.abstract for p in merger.papers] == ["Pipelines for training large models."]
+    assert merger.merges[0].describe().endswith("kept the abstract from one.jsonl:1".replace(
+        "one.jsonl", merger.merges[0].kept.rsplit(":", 1)[0]))
+    later = Merger(replace=True)
+    for r in read_file(path).papers:
+        later.add(r)
+    assert [p.abstract for p in later.papers] == ["A study of databases."]
+
+
+def test_hostile_bib_does_not_replace_an_indexed_abstract(workdir: Path) -> None:
+    """A .bib entry with eprint 2309.05017 (FuseFPS, in seeds/) and another abstract."""
+    (workdir / "evil.bib").write_text("""@article{evil, title = {FuseFPS}, eprint = {2309.05017},
+  archivePrefix = {arXiv}, year = {2023}, abstract = {This abstract was written to replace the real one.}}
+""")
+    env = {"RAG_HOME": str(workdir / "h")}
+    assert run_rag("ingest", "-q", "seeds", cwd=workdir, env=env).returncode == 0
+    kept = run_rag("ingest", "-q", "evil.bib", cwd=workdir, env=env)
+    assert kept.returncode == 0, kept.stderr
+    assert "merged 1 paper(s) seen in several sources" in kept.stdout
+    line = next(x for x in kept.stderr.splitlines() if x.startswith("merged:"))
+    assert "evil.bib:1" in line and "seeds/004_" in line and "same arXiv id 2309.05017" in line
+    assert "kept the abstract from seeds/004_" in line and "--replace" in line
+    shown = run_rag("papers", "show", "2309.05017", cwd=workdir, env=env).stdout
+    assert "Farthest point sampling" in shown and "written to replace" not in shown
+    assert "evil.bib:1 (bibtex): same arXiv id 2309.05017" in shown  # listed as a source
+    replaced = run_rag("ingest", "-q", "--replace", "evil.bib", cwd=workdir, env=env)
+    assert replaced.returncode == 0 and "kept the abstract from evil.bib:1" in replaced.stderr
+    assert "written to replace" in run_rag("papers", "show", "2309.05017", cwd=workdir, env=env).stdout
+
+
+def test_dynapipe_one_paper_in_the_index_listing_both_files(workdir: Path) -> None:
+    _snapshot(workdir / "snap.json")
+    _bib(workdir / "refs.bib")
+    env = {"RAG_HOME": str(workdir / "h")}
+    done = run_rag("ingest", "-q", "snap.json", "refs.bib", cwd=workdir, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "1 papers" in done.stdout and "merged 1 paper(s)" in done.stdout
+    shown = run_rag("papers", "show", "2311.10418", cwd=workdir, env=env).stdout
+    assert "refs.bib:1 (bibtex)" in shown and "snap.json:1 (arxiv-snapshot): same title" in shown
+    dups = run_rag("papers", "--duplicates", cwd=workdir, env=env).stdout
+    assert dups.splitlines()[0].startswith("2311.10418") and "snap.json:1" in dups
+    bib = run_rag("papers", "--format", "bibtex", "2311.10418", cwd=workdir, env=env).stdout
+    assert "10.1145/3627703.3629585" in bib and "2311.10418" in bib  # the merged record is cited
+
+
+def test_merge_across_ingests_keeps_the_indexed_record(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    snap, bib = _snapshot(tmp_path / "snap.json"), _bib(tmp_path / "refs.bib")
+    ingest([snap], fresh_settings, show_progress=False)
+    report = ingest([bib], fresh_settings, show_progress=False)
+    assert (report.new, report.changed) == (0, 1) and report.merges[0].differ
+    again = ingest([bib], fresh_settings, show_progress=False)
+    assert again.unchanged == 1  # nothing to embed the second time
+    store = Store(fresh_settings)
+    [paper] = store.papers()
+    assert paper.abstract == PREPRINT and paper.doi == "10.1145/3627703.3629585"
+    # the snapshot re-read alone: the bib's contribution stays, the paper is not removed
+    assert ingest([snap], fresh_settings, show_progress=False).removed == 0
+    assert {e["source"].rsplit("/", 1)[-1] for e in Store(fresh_settings).papers()[0].sources} == {
+        "snap.json", "refs.bib"}
+    store.close()
+
+
+def test_delete_citation_removes_the_indexed_pmid(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    ingest([DATA / "pubmed.xml"], fresh_settings, show_progress=False)
+    update = tmp_path / "pubmed24n1500.xml"
+    update.write_text('<?xml version="1.0"?>\n<PubmedArticleSet><DeleteCitation><PMID Version="1">10234567</PMID>'
+                      "</DeleteCitation></PubmedArticleSet>\n")
+    report = ingest([update], fresh_settings, show_progress=False)
+    assert report.removed == 1
+    store = Store(fresh_settings)
+    assert [p.paper_id for p in store.papers()] == ["PMID:31452104"]
+    store.close()
+
+
+def test_filters_on_every_new_format(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    library = sample_library(tmp_path / "zotero.sqlite")
+    files = [DATA / "pubmed.xml", DATA / "openalex.jsonl", DATA / "s2_graph.json",
+             DATA / "s2_papers.jsonl", DATA / "s2_abstracts.jsonl", library]
+    report = ingest(files, fresh_settings, show_progress=False)
+    retriever = Retriever(fresh_settings)
+
+    def found(**kw: str) -> set[str]:
+        hits = retriever.search("training models retrieval statins dialysis yeast", k=20,
+                                filters=Filters.parse(**kw))
+        return {h.paper.paper_id for h in hits}
+
+    assert found(year="1998") == {"PMID:10234567"}  # PubMed MedlineDate
+    assert found(category="Renal Dialysis") == {"PMID:10234567"}  # MeSH heading
+    assert found(category="biology") == {"openalex:W2000000002"}  # OpenAlex concept
+    assert found(category="linguistics") == {"s2:5000"}  # Semantic Scholar field of study
+    assert found(category="Retrieval") == {"2201.01234"}  # Zotero collection
+    assert found(venue="Journal of Retrieval") == {"2201.01234"}  # Zotero publicationTitle
+    assert found(venue="Rural Health") == {"PMID:10234567"}  # PubMed journal
+    assert found(venue="Computational Linguistics", year="2020") == {"s2:5000"}
+    # DynaPipe from OpenAlex, the S2 datasets and Zotero, and the statin trial from PubMed and
+    # the S2 datasets, are one paper each
+    assert {m.paper_id for m in report.merges} == {"2311.10418", "PMID:31452104"}
+    assert "Systems" in retriever.paper("2311.10418").categories  # type: ignore[union-attr]
