@@ -4,6 +4,7 @@ client configuration says, over a copy of the seeded index."""
 from __future__ import annotations
 
 import json
+import os
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -172,3 +173,18 @@ def test_stdout_carries_only_the_protocol(seeded_settings, tmp_path: Path) -> No
     lines = res.stdout.splitlines()
     assert lines and all(json.loads(line)["jsonrpc"] == "2.0" for line in lines)
     assert json.loads(lines[0])["result"]["serverInfo"]["name"] == "rag"
+
+
+def test_rag_ask_never_imports_the_sdk(seeded_settings) -> None:  # type: ignore[no-untyped-def]
+    """The SDK is imported only by `rag mcp` and `rag serve`: `rag ask` starts as before."""
+    import sys
+
+    script = ("import sys\nfrom rag.cli import cli\n"
+              "cli.main(['ask', '--llm', 'none', 'How much faster is Skrull than DeepSpeed?'], "
+              "standalone_mode=False)\n"
+              "print(sorted(m for m in sys.modules if m.split('.')[0] in ('mcp', 'mcp_types', "
+              "'watchfiles') or m.startswith(('rag.mcp', 'rag.watch'))))")
+    res = subprocess.run([sys.executable, "-c", script], capture_output=True, text=True, timeout=300,
+                         env={**os.environ, "RAG_HOME": str(seeded_settings.home)})
+    assert res.returncode == 0, res.stderr
+    assert "3.76x" in res.stdout and res.stdout.strip().endswith("[]")
