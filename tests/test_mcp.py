@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import subprocess
 from collections.abc import Iterator
 from pathlib import Path
@@ -188,3 +189,12 @@ def test_rag_ask_never_imports_the_sdk(seeded_settings) -> None:  # type: ignore
                          env={**os.environ, "RAG_HOME": str(seeded_settings.home)})
     assert res.returncode == 0, res.stderr
     assert "3.76x" in res.stdout and res.stdout.strip().endswith("[]")
+
+
+def test_a_long_answer_keeps_to_a_small_budget(mcp: Session) -> None:
+    result = mcp.call("ask", question="Which systems target long-sequence training?", max_chars=1000)
+    answer = result.structured_content
+    within(answer, result.content[0].text, 1000)
+    assert answer["references"] and "left out to stay within max_chars" in answer["left_out"]
+    markers = {int(n) for n in re.findall(r"\[(\d+)\]", answer["answer"])}
+    assert markers == {r["n"] for r in answer["references"]}  # what it cites, it references

@@ -125,3 +125,21 @@ def test_rag_ingest_watch_creates_the_index_and_follows_the_folder(tmp_path: Pat
 def test_ingest_watch_needs_paths(tmp_path: Path) -> None:
     res = run_rag("ingest", "--watch", cwd=tmp_path, env={"RAG_HOME": str(tmp_path / "home")})
     assert res.returncode == 2 and "--watch needs the files or folders" in res.stderr
+
+
+def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    (tmp_path / "other.jsonl").write_text(paper("other-one", "Lemurlink", "NVLink topology search"))
+    made = run_rag("ingest", "--index", "other", str(tmp_path / "other.jsonl"), cwd=ROOT,
+                   env={"RAG_HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    with connect(stdio_params(home)) as mcp:
+        assert json.loads(mcp.read("rag://indexes"))["indexes"] == [
+            {"index": "default", "papers": 60}, {"index": "other", "papers": 1}]
+        hits = mcp.ok("search_papers", query="NVLink topology search", index="other")
+        assert [h["paper_id"] for h in hits["results"]] == ["other-one"]
+        assert mcp.ok("list_papers", index="other")["total"] == 1
+        answer = mcp.ok("ask", question="What does Lemurlink search?", index="other")
+        cited = [r["paper_id"] for r in answer["references"] + answer["nearest"]]
+        assert cited and set(cited) == {"other-one"}
+        assert mcp.ok("list_papers")["total"] == 60

@@ -176,7 +176,7 @@ def clip(text: str, budget: int, what: str = "text") -> str:
     """Text cut to the budget, saying so."""
     if len(text) <= budget:
         return text
-    note = f"\n[{what} cut to max_chars={budget}]"
+    note = f"\n[{what} cut to fit max_chars]"
     return text[: max(0, budget - len(note))] + note
 
 

@@ -182,20 +182,7 @@ class RagTools:
                        for s in public["sentences"]],
             nearest=[Evidence(**{k: d.get(k) for k in ("paper_id", "label", "title", "quote", "score")})
                      for d in public["nearest"]])
-        cut = {"closest passages": 0, "sentence verdicts": 0}
-        while size(result) > budget and result.nearest:
-            result.nearest.pop()
-            cut["closest passages"] += 1
-        while size(result) > budget and result.sentences:
-            result.sentences.pop()
-            cut["sentence verdicts"] += 1
-        if any(cut.values()):
-            result.left_out = (", ".join(f"{n} {what}" for what, n in cut.items() if n)
-                               + " left out to stay within max_chars; raise max_chars to see them")
-        if size(result) > budget:
-            result.answer = clip(result.answer, max(0, len(result.answer) - (size(result) - budget)),
-                                 "answer")
-        return result
+        return _shrink(result, budget)
 
     def get_paper(self, paper_id: str, budget: int) -> PaperRecord:
         p = find_paper(self.base().retriever, paper_id)
@@ -296,6 +283,43 @@ class RagTools:
                 raise InputError(f"{f} leads outside the folder open to ingest ({root})",
                                  "remove the link, or copy the file into the folder")
         return files
+
+
+LEFT_OUT = ("parts left out to stay within max_chars (closest passages, sentence verdicts, "
+            "notices, then the end of the answer); raise max_chars to see them")
+_MARKERS = re.compile(r"\[([\d,\s]+)\]")
+
+
+def _shrink(result: AskResult, budget: int) -> AskResult:
+    """An answer within the budget: what matters least goes first; the answer text is cut
+    last, and then only the references it still cites are kept."""
+    if size(result) <= budget:
+        return result
+    result.left_out = LEFT_OUT
+    for part in (result.nearest, result.sentences, result.notices):
+        while part and size(result) > budget:
+            part.pop()
+    # The answer's units (list items or sentences) go from the end, each with the references
+    # only it cited; characters are cut only from a last unit too long by itself.
+    sep = "\n" if "\n" in result.answer else " "
+    units = result.answer.split("\n") if sep == "\n" else split_sentences(result.answer)
+    refs = list(result.references)
+    while len(units) > 1 and size(result) > budget:
+        units.pop()
+        result.answer = sep.join(units) + f"{sep}[answer cut to fit max_chars]"
+        result.references = _cited(result.answer, refs)
+    if size(result) > budget:
+        result.answer = clip(result.answer, max(0, len(result.answer) - (size(result) - budget)),
+                             "answer")
+        result.references = _cited(result.answer, refs)
+    while result.references and size(result) > budget:
+        result.references.pop()
+    return result
+
+
+def _cited(answer: str, refs: list[Reference]) -> list[Reference]:
+    cited = {int(n) for m in _MARKERS.findall(answer) for n in re.findall(r"\d+", m)}
+    return [r for r in refs if r.n in cited]
 
 
 def _holding(abstract: str, wanted: str) -> str:
