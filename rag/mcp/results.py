@@ -8,7 +8,7 @@ that would exceed it returns what fits and says how many more there are and how 
 from __future__ import annotations
 
 from collections.abc import Callable, Sequence
-from typing import Any, Literal, TypeVar
+from typing import Literal, TypeVar
 
 from pydantic import BaseModel, Field
 
@@ -178,14 +178,6 @@ def clip(text: str, budget: int, what: str = "text") -> str:
         return text
     note = f"\n[{what} cut to fit max_chars]"
     return text[: max(0, budget - len(note))] + note
-
-
-def over(model: BaseModel, budget: int) -> int:
-    return size(model) - budget
-
-
-def dump(value: Any) -> Any:
-    return value.model_dump(mode="json") if isinstance(value, BaseModel) else value
 
 
 # -- the readable text block beside each structured result ------------------------------------
