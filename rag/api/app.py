@@ -26,6 +26,7 @@ from rag.api.relay import run_blocking
 from rag.api.routes import answers, openai, papers, service
 from rag.config import Settings
 from rag.errors import InputError, RagError
+from rag.mcp.http import mount as mount_mcp
 from rag.retrieve import Retriever
 
 WEB_DIR = Path(__file__).resolve().parent.parent / "web"
@@ -101,7 +102,8 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         try:
             if app.state.pipeline is None:
                 app.state.pipeline = await run_blocking(executor, lambda: load_pipeline(settings))
-            yield
+            async with mcp_running():  # /mcp serves once the pipeline is loaded
+                yield
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
             light.shutdown(wait=False, cancel_futures=True)
@@ -133,6 +135,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         )
     for module in (answers, papers, service, openai):
         app.include_router(module.router)
+    mcp_running = mount_mcp(app, settings)  # /mcp: rag's MCP tools over streamable HTTP
 
     @app.get("/", include_in_schema=False)
     async def page() -> FileResponse:

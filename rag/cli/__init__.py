@@ -25,6 +25,7 @@ from rag.cli.common import (
     filter_options,
     index_option,
 )
+from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
 from rag.errors import InputError, RagError
 
@@ -58,9 +59,15 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
 @click.option("--category", "categories", multiple=True, metavar="CAT",
               help="Only papers in this arXiv category (cs.DC; cs for all cs.*); repeatable.")
 @click.option("--since", metavar="DATE", help="Only papers first published from DATE on (2023, 2023-06).")
+@click.option("--watch", is_flag=True,
+              help="Then follow PATHS: new and changed files are ingested, deleted files' papers removed.")
 def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, replace: bool,
-           collection: str | None, quiet: bool, categories: tuple[str, ...], since: str | None) -> None:
+           collection: str | None, quiet: bool, categories: tuple[str, ...], since: str | None,
+           watch: bool) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
+    if watch:
+        watch_ingest(paths, index)
+        return
     from rag.corpus import Restrict
     from rag.ingest import ingest as run
 
@@ -117,6 +124,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
 
 
 cli.add_command(papers)
+cli.add_command(mcp_command)
 
 
 def main() -> None:

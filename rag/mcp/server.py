@@ -1,0 +1,232 @@
+"""The MCP server (official `mcp` SDK, v2: `MCPServer`) over rag.mcp.tools: the tools with
+their descriptions and schemas, the resources, and `run_stdio` for `rag mcp`.
+
+Every tool returns a readable text block and the structured result its output schema
+describes. Bad input is a tool error (`isError`) of one line; the server goes on answering.
+"""
+
+from __future__ import annotations
+
+import logging
+from collections.abc import Callable
+from typing import Annotated, Any, Literal
+
+import anyio
+from mcp.server.mcpserver import Context, MCPServer
+from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.types import CallToolResult, TextContent, ToolAnnotations
+from pydantic import BaseModel, Field, ValidationError
+
+from rag import __version__
+from rag.errors import RagError
+from rag.mcp.results import (
+    DEFAULT_MAX_CHARS,
+    MAX_MAX_CHARS,
+    MIN_MAX_CHARS,
+    AskResult,
+    ExportResult,
+    IngestResult,
+    PaperPage,
+    PaperRecord,
+    SearchResult,
+    SourceResult,
+    clip,
+    text_of,
+)
+from rag.mcp.tools import RagTools
+from rag.schema import MAX_K
+
+log = logging.getLogger("rag.mcp")
+
+INSTRUCTIONS = (
+    "rag answers questions from a library of research-paper abstracts, offline, citing the "
+    "abstracts as [n] and checking every sentence against them. Use `ask` for a question, "
+    "`search_papers` to find papers on a topic, `get_paper` for one paper's abstract, "
+    "`list_papers` to page through the library, `find_source` to trace a quoted sentence to "
+    "its paper, and `export_citations` for BibTeX, RIS or CSL-JSON."
+)
+
+MaxChars = Annotated[int, Field(
+    ge=MIN_MAX_CHARS, le=MAX_MAX_CHARS,
+    description="Character budget of the result; a longer list returns what fits and says "
+                "how to get the rest.")]
+Index = Annotated[str | None, Field(
+    description="Index to use (default: the server's); the resource rag://indexes lists them.")]
+Venue = Annotated[str | None, Field(max_length=200,
+                                    description="Only papers whose venue/journal ref mentions this.")]
+Year = Annotated[str | None, Field(max_length=20,
+                                   description="Only papers from this year or range: 2023, 2022-2023.")]
+Source = Annotated[str | None, Field(max_length=500,
+                                     description="Only papers whose source file path contains this.")]
+Category = Annotated[str | None, Field(max_length=100,
+                                       description="Only papers in this arXiv category (cs.DC; cs for all cs.*).")]
+READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
+
+
+class RagMCPServer(MCPServer[Any]):
+    """MCPServer whose argument errors read as one line ("k: Input should be ...")."""
+
+    async def call_tool(self, name: str, arguments: dict[str, Any],
+                        context: Context[Any, Any] | None = None) -> Any:
+        try:
+            return await super().call_tool(name, arguments, context)
+        except ToolError as exc:
+            cause = exc.__cause__
+            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+                problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
+                                     for e in cause.errors())
+                raise ToolError(f"{name}: bad argument: {problems}") from None
+            raise
+
+
+class Notes:
+    """Problems of the watched folders, also told to the client on its next call."""
+
+    def __init__(self) -> None:
+        self.pending: list[str] = []
+
+    def add(self, text: str) -> None:
+        self.pending.append(text)
+
+    async def flush(self, ctx: Context[Any, Any]) -> None:
+        while self.pending:
+            await ctx.warning(self.pending.pop(0), logger_name="rag.watch")
+
+
+def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = None) -> RagMCPServer:
+    """The MCP server over `tools` (one per process or per `rag serve`)."""
+    server = RagMCPServer("rag", title="rag: cited answers over research abstracts",
+                          instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
+    notes = notes or Notes()
+
+    async def run(ctx: Context[Any, Any], work: Callable[[], BaseModel], budget: int) -> CallToolResult:
+        await notes.flush(ctx)
+        try:
+            # In a worker thread: answering is CPU work, and the event loop keeps serving
+            # other clients. A client that leaves mid-call leaves the work to finish.
+            result = await anyio.to_thread.run_sync(work)
+        except RagError as exc:  # one line: what is wrong, then what to do
+            raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+        text = clip(text_of(result), budget)
+        return CallToolResult(content=[TextContent(type="text", text=text)],
+                              structured_content=result.model_dump(mode="json"))
+
+    @server.tool(annotations=READ_ONLY)
+    async def search_papers(
+        query: Annotated[str, Field(description="Topic, question or keywords.")],
+        ctx: Context[Any, Any],
+        k: Annotated[int, Field(ge=1, le=MAX_K, description="How many papers.")] = 10,
+        venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, SearchResult]:
+        """Find papers in the library on a topic (hybrid semantic + keyword search). Returns
+        each paper's id, title, year, arXiv id / DOI, score and its best-matching sentence.
+        Use it to see what the library holds; use `ask` to get an answer."""
+        filters = {"venue": venue, "year": year, "source": source, "category": category}
+        return await run(ctx, lambda: tools.search_papers(query, k, filters, index, max_chars),
+                         max_chars)
+
+    @server.tool(annotations=READ_ONLY)
+    async def ask(
+        question: Annotated[str, Field(description="The question, in plain words.")],
+        ctx: Context[Any, Any],
+        venue: Venue = None, year: Year = None,
+        strict: Annotated[bool | None, Field(
+            description="Drop sentences their citations do not support.")] = None,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, AskResult]:
+        """Answer a question from the library's abstracts, citing them as [n]; every sentence
+        is checked against the abstracts it cites (verdict per sentence). When the abstracts
+        do not answer it, it declines and shows the nearest evidence: do not answer from
+        memory then. Prefer this over search_papers for any factual question about the papers."""
+        filters = {"venue": venue, "year": year}
+        return await run(ctx, lambda: tools.ask(question, strict, filters, index, max_chars),
+                         max_chars)
+
+    @server.tool(annotations=READ_ONLY)
+    async def get_paper(
+        paper_id: Annotated[str, Field(description="The index's paper id, an arXiv id "
+                                                   "(2311.10418, arXiv:2311.10418v2) or a DOI.")],
+        ctx: Context[Any, Any], max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, PaperRecord]:
+        """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract."""
+        return await run(ctx, lambda: tools.get_paper(paper_id, max_chars), max_chars)
+
+    @server.tool(annotations=READ_ONLY)
+    async def export_citations(
+        paper_ids: Annotated[list[str], Field(min_length=1, max_length=200, description=(
+            "Papers to export: ids as other tools return them, arXiv ids or DOIs."))],
+        ctx: Context[Any, Any],
+        format: Annotated[Literal["bibtex", "ris", "csl-json"], Field(
+            description="bibtex (.bib), ris (.ris) or csl-json (Zotero, Pandoc).")] = "bibtex",
+        max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, ExportResult]:
+        """The papers as a BibTeX, RIS or CSL-JSON document for a reference manager (the same
+        text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids."""
+        return await run(ctx, lambda: tools.export_citations(paper_ids, format, max_chars),
+                         max_chars)
+
+    @server.tool(annotations=READ_ONLY)
+    async def list_papers(
+        ctx: Context[Any, Any],
+        venue: Venue = None, year: Year = None, source: Source = None,
+        cursor: Annotated[str | None, Field(
+            description="next_cursor of the previous page; leave out for the first page.")] = None,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, PaperPage]:
+        """A page of the library's papers (id, title, year, arXiv id / DOI) with the total;
+        call again with next_cursor until it is absent to see them all."""
+        filters = {"venue": venue, "year": year, "source": source}
+        return await run(ctx, lambda: tools.list_papers(filters, cursor, index, max_chars),
+                         max_chars)
+
+    @server.tool(annotations=READ_ONLY)
+    async def find_source(
+        quote: Annotated[str, Field(description="The sentence to trace, as quoted.")],
+        ctx: Context[Any, Any], index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+    ) -> Annotated[CallToolResult, SourceResult]:
+        """Which paper's abstract holds a quoted sentence, word for word or nearly (a
+        paraphrase the citation judge accepts), with the abstract's sentence. Use it to check
+        or attribute a quote."""
+        return await run(ctx, lambda: tools.find_source(quote, index, max_chars), max_chars)
+
+    if allow_ingest:
+        @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
+                                                 idempotent_hint=True, open_world_hint=False))
+        async def ingest(
+            path: Annotated[str, Field(description="A file or folder inside the folder the "
+                                                   "server opened to ingest (relative to it).")],
+            ctx: Context[Any, Any],
+        ) -> Annotated[CallToolResult, IngestResult]:
+            """Add the abstracts of a file (text, JSONL, BibTeX, arXiv snapshot) to the index,
+            incrementally: unchanged papers cost nothing."""
+            return await run(ctx, lambda: tools.ingest(path), DEFAULT_MAX_CHARS)
+
+    @server.resource("paper://{paper_id}", mime_type="text/plain",
+                     description="A paper's metadata and abstract, by id, arXiv id or DOI.")
+    def paper(paper_id: str) -> str:
+        return text_of(tools.get_paper(paper_id, MAX_MAX_CHARS))
+
+    @server.resource("rag://indexes", mime_type="application/json",
+                     description="The indexes of this server with their paper counts.")
+    def indexes() -> str:
+        import json
+
+        return json.dumps({"default": tools.settings.index,
+                           "indexes": [i.model_dump() for i in tools.indexes()]})
+
+    return server
+
+
+def run_stdio(server: RagMCPServer, *background: Callable[[], Any]) -> None:
+    """Serve over stdin/stdout until the client closes it; `background` coroutines (the
+    folder watcher) run beside it and stop with it."""
+
+    async def main() -> None:
+        async with anyio.create_task_group() as tg:
+            for job in background:
+                tg.start_soon(job)
+            await server.run_stdio_async()
+            tg.cancel_scope.cancel()
+
+    anyio.run(main)

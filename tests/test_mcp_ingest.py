@@ -1,0 +1,145 @@
+"""Ingest through MCP (`rag mcp --allow-ingest DIR`) and keeping in step with folders
+(`rag mcp --watch`, `rag ingest --watch`), through the SDK's client over stdio."""
+
+from __future__ import annotations
+
+import json
+import os
+import queue
+import subprocess
+import threading
+from pathlib import Path
+
+from tests.conftest import RAG, ROOT, run_rag
+from tests.mcp_client import Session, connect, stdio_params, wait_for
+from tests.rag_server import copy_home
+
+WITHIN = 15.0  # seconds a watched change may take to reach the index
+
+
+def paper(pid: str, name: str, topic: str) -> str:
+    return json.dumps({"id": pid, "title": f"{name}: {topic}", "abstract": (
+        f"We present {name}, a system for {topic}. {name} reduces the cost of {topic} by "
+        f"reordering work across accelerators. Experiments show {name} is 2.5x faster than "
+        "the best baseline.")}) + "\n"
+
+
+def present(session: Session, pid: str) -> bool:
+    return not session.call("get_paper", paper_id=pid).is_error
+
+
+def test_allow_ingest_takes_files_inside_the_folder_only(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "new.jsonl").write_text(paper("mcp-new", "Quokkaflow", "gradient checkpoint placement"))
+    outside = tmp_path / "outside.jsonl"
+    outside.write_text(paper("mcp-outside", "Wombatshard", "optimizer state sharding"))
+    (allowed / "sub").mkdir()
+    (allowed / "sub" / "link.jsonl").symlink_to(outside)
+    with connect(stdio_params(home, ["--allow-ingest", str(allowed)])) as mcp:
+        assert "ingest" in {t.name for t in mcp.tools()}
+        for path, says in (("../outside.jsonl", "'..' is refused"),
+                           (str(outside), "is outside the folder open to ingest"),
+                           ("sub/link.jsonl", "is outside the folder open to ingest"),
+                           ("sub", "leads outside the folder open to ingest"),
+                           (".", "leads outside the folder open to ingest")):
+            text = mcp.error("ingest", path=path)
+            assert says in text and "\n" not in text, path
+        assert mcp.ok("list_papers")["total"] == 60
+        assert not present(mcp, "mcp-outside")
+        (allowed / "sub" / "link.jsonl").unlink()
+        done = mcp.ok("ingest", path="new.jsonl")
+        assert (done["new"], done["papers"]) == (1, 1)
+        hits = mcp.ok("search_papers", query="Quokkaflow gradient checkpoint placement", k=3)
+        assert hits["results"][0]["paper_id"] == "mcp-new"
+        assert mcp.ok("list_papers")["total"] == 61 and not present(mcp, "mcp-outside")
+
+
+def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    (watched / "a.jsonl").write_text(paper("watch-a", "Alpacaring", "ring all-reduce"))
+    both = paper("watch-d", "Dingopipe", "pipeline bubbles")
+    (watched / "d1.jsonl").write_text(both)
+    (watched / "d2.jsonl").write_text(both)
+    with connect(stdio_params(home, ["--watch", str(watched)])) as mcp:
+        assert present(mcp, "watch-a") and present(mcp, "watch-d")  # ingested at start
+        assert mcp.ok("list_papers")["total"] == 62
+
+        (watched / "b.jsonl").write_text(paper("watch-b", "Bisonbatch", "micro-batch sizing"))
+        wait_for(lambda: present(mcp, "watch-b"), WITHIN, "a new file's paper in the index")
+        hits = mcp.ok("search_papers", query="Bisonbatch micro-batch sizing", k=3)
+        assert hits["results"][0]["paper_id"] == "watch-b"
+
+        (watched / "d1.jsonl").unlink()  # another file still holds its paper
+        (watched / "a.jsonl").unlink()
+        wait_for(lambda: not present(mcp, "watch-a"), WITHIN, "a deleted file's paper gone")
+        assert present(mcp, "watch-d")
+        assert mcp.ok("list_papers")["total"] == 62  # 60 + b + d
+
+        (watched / "c.jsonl").write_text(paper("watch-c", "Cobrastep", "step scheduling") + "{not json\n")
+        (watched / "b.jsonl").write_text("{broken\n")
+        wait_for(lambda: mcp.ok("list_papers") and sum("c.jsonl" in m for m in mcp.logs)
+                 and sum("b.jsonl" in m for m in mcp.logs), WITHIN,
+                 "the malformed files reported to the client")
+        assert not present(mcp, "watch-c") and present(mcp, "watch-b")  # the index as it was
+        assert mcp.ok("list_papers")["total"] == 62
+
+
+def test_rag_ingest_watch_creates_the_index_and_follows_the_folder(tmp_path: Path) -> None:
+    watched = tmp_path / "watched"
+    watched.mkdir()
+    (watched / "one.jsonl").write_text(paper("cli-one", "Emuscale", "elastic scaling"))
+    home = tmp_path / "home"
+    env = {**os.environ, "RAG_HOME": str(home)}
+    proc = subprocess.Popen([RAG, "ingest", "--watch", str(watched)], cwd=ROOT, env=env, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE)
+    lines: queue.Queue[str] = queue.Queue()
+    reader = threading.Thread(target=lambda: [lines.put(ln) for ln in proc.stderr], daemon=True)  # type: ignore[union-attr]
+    reader.start()
+
+    def said(text: str) -> str:
+        def seen() -> str | None:
+            while not lines.empty():
+                line = lines.get()
+                if text in line:
+                    return line
+            return None
+        return wait_for(seen, 120, f"stderr line with {text!r}")  # type: ignore[no-any-return]
+
+    try:
+        assert "1 new" in said("watch: 1 file(s), 1 papers")
+        (watched / "two.jsonl").write_text(paper("cli-two", "Kiwicache", "KV cache eviction"))
+        assert "1 new, 0 changed, 1 unchanged" in said("watch: 2 file(s), 2 papers")
+    finally:
+        proc.terminate()
+        proc.wait(timeout=30)
+        reader.join(timeout=30)
+        proc.stderr.close()  # type: ignore[union-attr]
+    listed = run_rag("papers", "--json", cwd=ROOT, env={"RAG_HOME": str(home)})
+    assert {p["paper_id"] for p in json.loads(listed.stdout)["papers"]} == {"cli-one", "cli-two"}
+
+
+def test_ingest_watch_needs_paths(tmp_path: Path) -> None:
+    res = run_rag("ingest", "--watch", cwd=tmp_path, env={"RAG_HOME": str(tmp_path / "home")})
+    assert res.returncode == 2 and "--watch needs the files or folders" in res.stderr
+
+
+def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    (tmp_path / "other.jsonl").write_text(paper("other-one", "Lemurlink", "NVLink topology search"))
+    made = run_rag("ingest", "--index", "other", str(tmp_path / "other.jsonl"), cwd=ROOT,
+                   env={"RAG_HOME": str(home)})
+    assert made.returncode == 0, made.stderr
+    with connect(stdio_params(home)) as mcp:
+        assert json.loads(mcp.read("rag://indexes"))["indexes"] == [
+            {"index": "default", "papers": 60}, {"index": "other", "papers": 1}]
+        hits = mcp.ok("search_papers", query="NVLink topology search", index="other")
+        assert [h["paper_id"] for h in hits["results"]] == ["other-one"]
+        assert mcp.ok("list_papers", index="other")["total"] == 1
+        answer = mcp.ok("ask", question="What does Lemurlink search?", index="other")
+        cited = [r["paper_id"] for r in answer["references"] + answer["nearest"]]
+        assert cited and set(cited) == {"other-one"}
+        assert mcp.ok("list_papers")["total"] == 60
