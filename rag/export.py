@@ -25,7 +25,7 @@ from pylatexenc.latexencode import (
     UnicodeToLatexEncoder,
 )
 
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, clean_doi, real_date
 from rag.errors import InputError
 
 MEDIA_TYPES = {
@@ -71,13 +71,22 @@ def _flat(text: str) -> str:
 # -- names and keys ---------------------------------------------------------------------------
 
 
+# A brace in a stored name is a character ("Jane } Doe"), not BibTeX grouping: it is kept
+# out of the splitter's sight, which would move it into another part or drop it.
+_HIDE_BRACES = str.maketrans({"{": "\ue001", "}": "\ue002"})
+_SHOW_BRACES = str.maketrans({"\ue001": "{", "\ue002": "}"})
+
+
 def name_parts(name: str) -> NameParts:
     """BibTeX's reading of "First von Last" ("Javier de Juan": von "de", last "Juan"). A name
     typed all in lower case ("colby banbury") has no von part to find: first + last."""
-    words = _flat(name).split()
+    words = _flat(name).translate(_HIDE_BRACES).split()
     if len(words) > 1 and not any(c.isupper() for c in name):
-        return NameParts(first=words[:-1], last=words[-1:])
-    return parse_single_name_into_parts(" ".join(words), strict=False)
+        parts = NameParts(first=words[:-1], last=words[-1:])
+    else:
+        parts = parse_single_name_into_parts(" ".join(words), strict=False)
+    return NameParts(*([w.translate(_SHOW_BRACES) for w in part]
+                       for part in (parts.first, parts.von, parts.last, parts.jr)))
 
 
 def _ascii(text: str) -> str:
@@ -149,14 +158,21 @@ def _note(p: Paper) -> str | None:
 def _url(p: Paper) -> str | None:
     if p.arxiv_id:
         return f"https://arxiv.org/abs/{p.arxiv_id}"
-    return f"https://doi.org/{p.doi}" if p.doi else None
+    return f"https://doi.org/{doi}" if (doi := _doi(p)) else None
 
 
 def _date_parts(p: Paper) -> list[int]:
-    m = re.match(r"(\d{4})-(\d{2})-(\d{2})", p.date or "")
-    if m and (not p.year or int(m.group(1)) == p.year):
+    """[year, month, day] of a real date (an index from before dates were checked may hold
+    2023-13-45), else [year]."""
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", p.date or "")
+    if m and real_date(m.group(0)) and (not p.year or int(m.group(1)) == p.year):
         return [int(g) for g in m.groups()]
     return [p.year] if p.year else []
+
+
+def _doi(p: Paper) -> str | None:
+    """The DOI, if it is one: it is written verbatim (BibTeX) or as one line (RIS)."""
+    return clean_doi(p.doi) if p.doi else None
 
 
 # -- BibTeX -----------------------------------------------------------------------------------
@@ -178,10 +194,11 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
         ("booktitle", latex(p.venue) if kind == "conference" and p.venue else None),
         ("journal", latex(p.journal_ref) if kind == "journal" and p.journal_ref else None),
         ("year", str(p.year) if p.year else None),
-        ("date", p.date if _date_parts(p)[1:] else None),
+        ("date", "-".join(f"{x:02d}" for x in parts) if len(parts := _date_parts(p)) == 3 else None),
         # doi, eprint and url are verbatim fields for biblatex: escaping "_" there would
-        # corrupt them, so they are written as they are.
-        ("doi", p.doi),
+        # corrupt them, so they are written as they are, and only when checked (_doi; an
+        # arXiv id is checked by every reader).
+        ("doi", _doi(p)),
         ("eprint", p.arxiv_id),
         ("archivePrefix", "arXiv" if p.arxiv_id else None),
         ("url", _url(p)),
@@ -225,11 +242,14 @@ def _ris_record(p: Paper, key: str) -> dict[str, Any]:
         "secondary_title": _flat(p.venue) if kind == "conference" and p.venue else None,
         "journal_name": _flat(p.journal_ref) if kind == "journal" and p.journal_ref else None,
         "notes": [_flat(note)] if (note := _note(p)) else [],
-        "doi": p.doi,
+        "doi": _doi(p),
         "urls": [url] if (url := _url(p)) else [],
         "abstract": _flat(p.abstract),
     }
-    return {k: v for k, v in record.items() if v}
+    # Every value one line: a line break in any field would end it, and an "ER  -" after it
+    # would start a record of its own.
+    return {k: [_flat(x) for x in v] if isinstance(v, list) else _flat(v)
+            for k, v in record.items() if v}
 
 
 class _RisWriter(rispy.RisWriter):
@@ -268,7 +288,7 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
         "note": _flat(note) if (note := _note(p)) else None,
         "number": f"arXiv:{p.arxiv_id}" if kind == "preprint" else None,
         "publisher": "arXiv" if kind == "preprint" else None,
-        "DOI": p.doi,
+        "DOI": _doi(p),
         "URL": _url(p),
         "abstract": _flat(p.abstract),
     }
