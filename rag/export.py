@@ -208,8 +208,8 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
     return Entry(_BIBTEX_TYPES[kind], key, [Field(k, v) for k, v in fields if v])
 
 
-def to_bibtex(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_bibtex(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     library = bibtexparser.Library([_bibtex_entry(p, keys[p.paper_id]) for p in papers])
     # In place: the default stack deep-copies every entry first (and warns on large exports).
     stack = [AddEnclosingMiddleware(allow_inplace_modification=True, default_enclosing="{",
@@ -257,8 +257,8 @@ class _RisWriter(rispy.RisWriter):
         return ""  # rispy numbers the records ("1."); RIS readers expect TY first
 
 
-def to_ris(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_ris(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     return str(rispy.dumps([_ris_record(p, keys[p.paper_id]) for p in papers], implementation=_RisWriter))
 
 
@@ -295,16 +295,19 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
     return {k: v for k, v in item.items() if v}
 
 
-def to_csl_json(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_csl_json(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     return json.dumps([_csl_item(p, keys[p.paper_id]) for p in papers], indent=2, ensure_ascii=False) + "\n"
 
 
 # -- entry points -----------------------------------------------------------------------------
 
-_WRITERS: dict[str, Callable[[list[Paper]], str]] = {
+_WRITERS: dict[str, Callable[[list[Paper], dict[str, str]], str]] = {
     "bibtex": to_bibtex, "ris": to_ris, "csl-json": to_csl_json,
 }
+# Between the parts of a document written in parts: what the writer puts between records.
+_JOINS = {"bibtex": "\n\n", "ris": "\n", "csl-json": ",\n"}
+PART_PAPERS = 200  # papers per part of an export streamed in parts (rag serve)
 
 
 def select(papers: list[Paper], ids: Iterable[str]) -> list[Paper]:
@@ -323,7 +326,27 @@ def export(papers: list[Paper], fmt: str) -> str:
     """The papers as one BibTeX, RIS or CSL-JSON document, in the order given."""
     if fmt not in _WRITERS:
         raise InputError(f"unknown export format {fmt!r}", f"use one of: {', '.join(FORMATS)}")
-    return _WRITERS[fmt](papers)
+    return _WRITERS[fmt](papers, cite_keys(papers))
+
+
+def export_parts(papers: list[Paper], fmt: str, size: int | None = None) -> list[Callable[[], str]]:
+    """The same document as `export`, in parts of `size` papers, each written when called
+    (so a server can stream a large export and write each part off its event loop):
+    "".join(part() for part in export_parts(...)) == export(...). Keys are chosen over all
+    the papers at once, as `export` does."""
+    size = size or PART_PAPERS
+    if fmt not in _WRITERS or len(papers) <= size:
+        return [lambda: export(papers, fmt)]
+    keys, writer, join = cite_keys(papers), _WRITERS[fmt], _JOINS[fmt]
+    chunks = [papers[i : i + size] for i in range(0, len(papers), size)]
+
+    def part(i: int) -> str:
+        text = writer(chunks[i], keys)
+        if fmt == "csl-json":  # the items of "[\n  {...},\n  {...}\n]\n", without the brackets
+            text = ("[\n" if i == 0 else "") + text[2:-3] + ("\n]\n" if i == len(chunks) - 1 else "")
+        return text + (join if i < len(chunks) - 1 else "")
+
+    return [lambda i=i: part(i) for i in range(len(chunks))]  # type: ignore[misc]
 
 
 def format_for_path(path: Path) -> str:

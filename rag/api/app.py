@@ -32,6 +32,9 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 # Threads for pipeline work: enough to overlap Ollama waits, few enough not to thrash the CPU.
 WORKERS = min(32, max(8, 4 * (os.cpu_count() or 2)))
 LIGHT_WORKERS = 4
+# Citation exports: their own small pool, so that many large exports queue there and never
+# take the light pool's threads from /health and single lookups.
+EXPORT_WORKERS = 2
 
 # The page and its files: no inline script, no plugins, talk only to this server.
 PAGE_HEADERS = {
@@ -97,7 +100,9 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rag-api")
         light = ThreadPoolExecutor(max_workers=LIGHT_WORKERS, thread_name_prefix="rag-api-light")
+        exports = ThreadPoolExecutor(max_workers=EXPORT_WORKERS, thread_name_prefix="rag-api-export")
         app.state.executor, app.state.light_executor = executor, light
+        app.state.export_executor = exports
         try:
             if app.state.pipeline is None:
                 app.state.pipeline = await run_blocking(executor, lambda: load_pipeline(settings))
@@ -105,6 +110,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
             light.shutdown(wait=False, cancel_futures=True)
+            exports.shutdown(wait=False, cancel_futures=True)
             app.state.pipeline.close()
 
     app = FastAPI(
