@@ -7,6 +7,8 @@ all three formats), pylatexenc escapes LaTeX, rispy writes RIS; CSL-JSON is plai
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -28,6 +30,7 @@ from pylatexenc.latexencode import (
 from rag.corpus.paper import Paper, clean_doi, real_date
 from rag.errors import InputError
 
+log = logging.getLogger(__name__)
 MEDIA_TYPES = {
     "bibtex": "text/x-bibtex",
     "ris": "application/x-research-info-systems",
@@ -350,12 +353,18 @@ def export_parts(papers: list[Paper], fmt: str, size: int | None = None) -> list
 
 
 def format_for_path(path: Path) -> str:
-    """The format a file name asks for: .bib, .ris or .json."""
+    """The format a file name asks for: .bib, .ris or .json; checked with its folder before
+    anything is answered, so a typo in the folder does not cost the answer."""
     fmt = EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
         choices = ", ".join(f"{ext} ({name})" for ext, name in EXTENSIONS.items())
         raise InputError(f"{path}: cannot tell the export format from the extension {path.suffix!r}",
                          f"name the file with one of: {choices}")
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist", "create it first, or name another file")
+    if Path(path).is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write the export there", "name a file in a folder you can write to")
     return fmt
 
 
@@ -368,9 +377,17 @@ def write_export(papers: list[Paper], path: Path) -> str:
 
 
 def save(path: Path, text: str) -> None:
-    """Write an export document, with a clear error where the file cannot be written."""
+    """Write an export document whole or not at all (a temporary file renamed into place),
+    with a clear error where it cannot be written; replacing a file says so."""
+    path = Path(path)
+    existed = path.exists()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write the export ({exc.strerror or exc})",
                          "check that the folder exists and is writable") from None
+    if existed:
+        log.warning("replaced the earlier %s", path)

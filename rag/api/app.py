@@ -123,14 +123,13 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
             "the chat page needs `Authorization: Bearer <key>`."
         ),
         lifespan=lifespan,
-        max_body_size=settings.max_body_kb * 1024,  # FastAPI's own limit: 413 before parsing
         docs_url=None, redoc_url=None,  # FastAPI's load Swagger UI from a CDN: see _local_docs
     )
     app.state.settings = settings
     app.state.pipeline = pipeline
     errors.install(app)
     app.add_middleware(_PageHeaders)
-    app.add_middleware(RequestGuards, settings=settings)  # Host, key before body, stalled body
+    app.add_middleware(RequestGuards, settings=settings)  # Host, body size, key before body, stall
     origins = _cors_origins(settings)
     if origins:
         app.add_middleware(
