@@ -98,6 +98,15 @@ class Settings(BaseSettings):
             return float(value)  # Ollama reads a bare number as seconds, a string as a duration
         raise ValueError("expected a duration such as 10m, 1h30m, 300 (seconds), -1 or 0")
 
+    @field_validator("api_key")
+    @classmethod
+    def _api_key(cls, value: str | None) -> str | None:
+        # A client strips the key it sends (HTTP trims header values): a key with spaces
+        # around it could never match, and every request would be refused.
+        if value is not None and value != value.strip():
+            raise ValueError("the key has spaces or line breaks around it; remove them")
+        return value
+
     @field_validator("num_predict")
     @classmethod
     def _num_predict(cls, value: int | None) -> int | None:
@@ -143,13 +152,18 @@ def env_name(field: str) -> str:
     return "OLLAMA_HOST" if field == "ollama_host" else f"RAG_{field.upper()}"
 
 
+def _shown(field: str, value: object) -> str:
+    return "(hidden)" if field == "api_key" else repr(value)  # a secret stays out of messages
+
+
 @lru_cache
 def get_settings() -> Settings:
     try:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{env_name(str(e['loc'][0]))}={e.get('input')!r}: {e['msg']}" if e["loc"]
+            f"{env_name(str(e['loc'][0]))}={_shown(str(e['loc'][0]), e.get('input'))}: {e['msg']}"
+            if e["loc"]
             else e["msg"].removeprefix("Value error, ") for e in exc.errors()
         )
         raise InputError(f"bad setting: {problems}",

@@ -7,6 +7,8 @@ all three formats), pylatexenc escapes LaTeX, rispy writes RIS; CSL-JSON is plai
 from __future__ import annotations
 
 import json
+import logging
+import os
 import re
 import unicodedata
 from collections.abc import Callable, Iterable
@@ -25,9 +27,10 @@ from pylatexenc.latexencode import (
     UnicodeToLatexEncoder,
 )
 
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, clean_doi, real_date
 from rag.errors import InputError
 
+log = logging.getLogger(__name__)
 MEDIA_TYPES = {
     "bibtex": "text/x-bibtex",
     "ris": "application/x-research-info-systems",
@@ -71,13 +74,22 @@ def _flat(text: str) -> str:
 # -- names and keys ---------------------------------------------------------------------------
 
 
+# A brace in a stored name is a character ("Jane } Doe"), not BibTeX grouping: it is kept
+# out of the splitter's sight, which would move it into another part or drop it.
+_HIDE_BRACES = str.maketrans({"{": "\ue001", "}": "\ue002"})
+_SHOW_BRACES = str.maketrans({"\ue001": "{", "\ue002": "}"})
+
+
 def name_parts(name: str) -> NameParts:
     """BibTeX's reading of "First von Last" ("Javier de Juan": von "de", last "Juan"). A name
     typed all in lower case ("colby banbury") has no von part to find: first + last."""
-    words = _flat(name).split()
+    words = _flat(name).translate(_HIDE_BRACES).split()
     if len(words) > 1 and not any(c.isupper() for c in name):
-        return NameParts(first=words[:-1], last=words[-1:])
-    return parse_single_name_into_parts(" ".join(words), strict=False)
+        parts = NameParts(first=words[:-1], last=words[-1:])
+    else:
+        parts = parse_single_name_into_parts(" ".join(words), strict=False)
+    return NameParts(*([w.translate(_SHOW_BRACES) for w in part]
+                       for part in (parts.first, parts.von, parts.last, parts.jr)))
 
 
 def _ascii(text: str) -> str:
@@ -149,14 +161,21 @@ def _note(p: Paper) -> str | None:
 def _url(p: Paper) -> str | None:
     if p.arxiv_id:
         return f"https://arxiv.org/abs/{p.arxiv_id}"
-    return f"https://doi.org/{p.doi}" if p.doi else None
+    return f"https://doi.org/{doi}" if (doi := _doi(p)) else None
 
 
 def _date_parts(p: Paper) -> list[int]:
-    m = re.match(r"(\d{4})-(\d{2})-(\d{2})", p.date or "")
-    if m and (not p.year or int(m.group(1)) == p.year):
+    """[year, month, day] of a real date (an index from before dates were checked may hold
+    2023-13-45), else [year]."""
+    m = re.fullmatch(r"(\d{4})-(\d{2})-(\d{2})", p.date or "")
+    if m and real_date(m.group(0)) and (not p.year or int(m.group(1)) == p.year):
         return [int(g) for g in m.groups()]
     return [p.year] if p.year else []
+
+
+def _doi(p: Paper) -> str | None:
+    """The DOI, if it is one: it is written verbatim (BibTeX) or as one line (RIS)."""
+    return clean_doi(p.doi) if p.doi else None
 
 
 # -- BibTeX -----------------------------------------------------------------------------------
@@ -178,10 +197,11 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
         ("booktitle", latex(p.venue) if kind == "conference" and p.venue else None),
         ("journal", latex(p.journal_ref) if kind == "journal" and p.journal_ref else None),
         ("year", str(p.year) if p.year else None),
-        ("date", p.date if _date_parts(p)[1:] else None),
+        ("date", "-".join(f"{x:02d}" for x in parts) if len(parts := _date_parts(p)) == 3 else None),
         # doi, eprint and url are verbatim fields for biblatex: escaping "_" there would
-        # corrupt them, so they are written as they are.
-        ("doi", p.doi),
+        # corrupt them, so they are written as they are, and only when checked (_doi; an
+        # arXiv id is checked by every reader).
+        ("doi", _doi(p)),
         ("eprint", p.arxiv_id),
         ("archivePrefix", "arXiv" if p.arxiv_id else None),
         ("url", _url(p)),
@@ -191,8 +211,8 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
     return Entry(_BIBTEX_TYPES[kind], key, [Field(k, v) for k, v in fields if v])
 
 
-def to_bibtex(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_bibtex(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     library = bibtexparser.Library([_bibtex_entry(p, keys[p.paper_id]) for p in papers])
     # In place: the default stack deep-copies every entry first (and warns on large exports).
     stack = [AddEnclosingMiddleware(allow_inplace_modification=True, default_enclosing="{",
@@ -225,11 +245,14 @@ def _ris_record(p: Paper, key: str) -> dict[str, Any]:
         "secondary_title": _flat(p.venue) if kind == "conference" and p.venue else None,
         "journal_name": _flat(p.journal_ref) if kind == "journal" and p.journal_ref else None,
         "notes": [_flat(note)] if (note := _note(p)) else [],
-        "doi": p.doi,
+        "doi": _doi(p),
         "urls": [url] if (url := _url(p)) else [],
         "abstract": _flat(p.abstract),
     }
-    return {k: v for k, v in record.items() if v}
+    # Every value one line: a line break in any field would end it, and an "ER  -" after it
+    # would start a record of its own.
+    return {k: [_flat(x) for x in v] if isinstance(v, list) else _flat(v)
+            for k, v in record.items() if v}
 
 
 class _RisWriter(rispy.RisWriter):
@@ -237,8 +260,8 @@ class _RisWriter(rispy.RisWriter):
         return ""  # rispy numbers the records ("1."); RIS readers expect TY first
 
 
-def to_ris(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_ris(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     return str(rispy.dumps([_ris_record(p, keys[p.paper_id]) for p in papers], implementation=_RisWriter))
 
 
@@ -268,23 +291,26 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
         "note": _flat(note) if (note := _note(p)) else None,
         "number": f"arXiv:{p.arxiv_id}" if kind == "preprint" else None,
         "publisher": "arXiv" if kind == "preprint" else None,
-        "DOI": p.doi,
+        "DOI": _doi(p),
         "URL": _url(p),
         "abstract": _flat(p.abstract),
     }
     return {k: v for k, v in item.items() if v}
 
 
-def to_csl_json(papers: list[Paper]) -> str:
-    keys = cite_keys(papers)
+def to_csl_json(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
+    keys = keys or cite_keys(papers)
     return json.dumps([_csl_item(p, keys[p.paper_id]) for p in papers], indent=2, ensure_ascii=False) + "\n"
 
 
 # -- entry points -----------------------------------------------------------------------------
 
-_WRITERS: dict[str, Callable[[list[Paper]], str]] = {
+_WRITERS: dict[str, Callable[[list[Paper], dict[str, str]], str]] = {
     "bibtex": to_bibtex, "ris": to_ris, "csl-json": to_csl_json,
 }
+# Between the parts of a document written in parts: what the writer puts between records.
+_JOINS = {"bibtex": "\n\n", "ris": "\n", "csl-json": ",\n"}
+PART_PAPERS = 200  # papers per part of an export streamed in parts (rag serve)
 
 
 def select(papers: list[Paper], ids: Iterable[str]) -> list[Paper]:
@@ -303,16 +329,42 @@ def export(papers: list[Paper], fmt: str) -> str:
     """The papers as one BibTeX, RIS or CSL-JSON document, in the order given."""
     if fmt not in _WRITERS:
         raise InputError(f"unknown export format {fmt!r}", f"use one of: {', '.join(FORMATS)}")
-    return _WRITERS[fmt](papers)
+    return _WRITERS[fmt](papers, cite_keys(papers))
+
+
+def export_parts(papers: list[Paper], fmt: str, size: int | None = None) -> list[Callable[[], str]]:
+    """The same document as `export`, in parts of `size` papers, each written when called
+    (so a server can stream a large export and write each part off its event loop):
+    "".join(part() for part in export_parts(...)) == export(...). Keys are chosen over all
+    the papers at once, as `export` does."""
+    size = size or PART_PAPERS
+    if fmt not in _WRITERS or len(papers) <= size:
+        return [lambda: export(papers, fmt)]
+    keys, writer, join = cite_keys(papers), _WRITERS[fmt], _JOINS[fmt]
+    chunks = [papers[i : i + size] for i in range(0, len(papers), size)]
+
+    def part(i: int) -> str:
+        text = writer(chunks[i], keys)
+        if fmt == "csl-json":  # the items of "[\n  {...},\n  {...}\n]\n", without the brackets
+            text = ("[\n" if i == 0 else "") + text[2:-3] + ("\n]\n" if i == len(chunks) - 1 else "")
+        return text + (join if i < len(chunks) - 1 else "")
+
+    return [lambda i=i: part(i) for i in range(len(chunks))]  # type: ignore[misc]
 
 
 def format_for_path(path: Path) -> str:
-    """The format a file name asks for: .bib, .ris or .json."""
+    """The format a file name asks for: .bib, .ris or .json; checked with its folder before
+    anything is answered, so a typo in the folder does not cost the answer."""
     fmt = EXTENSIONS.get(path.suffix.lower())
     if fmt is None:
         choices = ", ".join(f"{ext} ({name})" for ext, name in EXTENSIONS.items())
         raise InputError(f"{path}: cannot tell the export format from the extension {path.suffix!r}",
                          f"name the file with one of: {choices}")
+    folder = Path(path).parent
+    if not folder.is_dir():
+        raise InputError(f"{path}: the folder {folder} does not exist", "create it first, or name another file")
+    if Path(path).is_dir() or not os.access(folder, os.W_OK | os.X_OK):
+        raise InputError(f"{path}: cannot write the export there", "name a file in a folder you can write to")
     return fmt
 
 
@@ -325,9 +377,17 @@ def write_export(papers: list[Paper], path: Path) -> str:
 
 
 def save(path: Path, text: str) -> None:
-    """Write an export document, with a clear error where the file cannot be written."""
+    """Write an export document whole or not at all (a temporary file renamed into place),
+    with a clear error where it cannot be written; replacing a file says so."""
+    path = Path(path)
+    existed = path.exists()
+    tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp")
     try:
-        path.write_text(text, encoding="utf-8")
+        tmp.write_text(text, encoding="utf-8")
+        tmp.replace(path)
     except OSError as exc:
+        tmp.unlink(missing_ok=True)
         raise InputError(f"{path}: cannot write the export ({exc.strerror or exc})",
                          "check that the folder exists and is writable") from None
+    if existed:
+        log.warning("replaced the earlier %s", path)

@@ -58,7 +58,7 @@ def test_offline_comparison_is_a_table_of_the_named_papers_each_citing_itself(of
 def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type: ignore[no-untyped-def]
     public = offline.answer("Compare the speedups of Skrull, Zorblax and HEAT").to_public()
     assert [r["label"] for r in public["table"]["rows"]] == ["Skrull", "HEAT"]
-    assert "Zorblax is not in the index" in public["answer"]
+    assert "“Zorblax” is not in the index" in public["answer"]
 
 
 def test_a_paper_without_the_figure_is_not_reported_and_uncited(offline) -> None:  # type: ignore[no-untyped-def]

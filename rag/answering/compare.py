@@ -11,7 +11,7 @@ against its own paper's abstract before it is shown.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 
 import numpy as np
@@ -19,6 +19,7 @@ import numpy as np
 from rag.answering.check import Checker
 from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
+from rag.answering.questions import names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
@@ -33,12 +34,58 @@ _NAME = r"[A-Z][\w\-.]*[\w]"
 _RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus)\s+){_NAME})+")
 
 
+class Unplaced(list[str]):
+    """Names the question gives that get no row: those the index does not have (the list),
+    and in `left_out` papers it has beyond MAX_ROWS. One list, so that a caller passing
+    `plan.missing` on to check_table passes both."""
+
+    def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = ()) -> None:
+        super().__init__(missing)
+        self.left_out = list(left_out)
+
+
 @dataclass
 class Plan:
-    """The rows of a comparison and what the question names that the index does not have."""
+    """The rows of a comparison and what the question names that gets no row."""
 
     sources: list[Source]
-    missing: list[str] = field(default_factory=list)
+    missing: Unplaced = field(default_factory=Unplaced)
+
+    @property
+    def left_out(self) -> list[str]:
+        return self.missing.left_out
+
+
+_MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def quoted(name: str) -> str:
+    """A paper name in running Markdown text, whole: quoted, its Markdown characters escaped
+    ("Pipe|Net" is one name, "**Bold**" no emphasis)."""
+    escaped = _MARKDOWN.sub(r"\\\1", " ".join(name.split()))
+    return f"“{escaped}”"
+
+
+def _names_in_runs(question: str, named: list[str], known: set[str]) -> list[str]:
+    """Names in the question's runs of names ("Skrull, Zorblax and HEAT") that the index does
+    not know, in a run that also names a paper it knows. Known names are matched whole
+    first: "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
+    tokens: dict[str, str] = {}
+
+    def mask(m: re.Match[str]) -> str:
+        token = f"Qq{len(tokens)}Named"  # a word the run pattern reads as one name
+        tokens[token.lower()] = m.group(0).lower()
+        return token
+
+    pattern = names_pattern(named)
+    masked = pattern.sub(mask, question) if pattern else question
+    missing: list[str] = []
+    for run in _RUN.finditer(masked):
+        words = re.findall(_NAME, run.group(0))
+        if any(w.lower() in tokens for w in words):
+            missing += [w for w in words if w.lower() not in tokens and w.lower() not in known
+                        and w not in missing]
+    return missing
 
 
 def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
@@ -47,24 +94,24 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     the question's topic (as for "which papers" questions)."""
     named = names.mentioned(question)
     by_name: dict[str, Source] = {}
+    left_out: list[str] = []
     if len(named) >= 2:
         # keyed like CorpusNames (the display name, lower-case)
         papers = {short_label(p.title, p.label).lower(): p
                   for p in retriever.snapshot().papers.values()}
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
         for name in named:
-            if (paper := papers.get(name)) is not None and len(by_name) < MAX_ROWS:
+            if (paper := papers.get(name)) is None:
+                continue
+            if len(by_name) < MAX_ROWS:
                 by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
-    known = {n.lower() for n in names.known}
-    missing = []
-    for run in _RUN.finditer(question):
-        words = re.findall(_NAME, run.group(0))
-        if any(w.lower() in by_name for w in words):
-            missing += [w for w in words if w.lower() not in known and w.lower() not in by_name]
+            else:
+                left_out.append(names.display(name))
+    missing = _names_in_runs(question, named, {n.lower() for n in names.known}) if by_name else []
     if by_name:
-        return Plan(list(by_name.values()), missing)
+        return Plan(list(by_name.values()), Unplaced(missing, left_out))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
-    return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], missing)
+    return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
 
 def prompt(template: Template, system: Template, no_answer: str, question: str,
@@ -120,7 +167,7 @@ class Checked:
 
 
 def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
-                missing: list[str]) -> Checked:
+                missing: list[str], left_out: list[str] | None = None) -> Checked:
     """Judge every cited cell against its own paper (strict: an unsupported cell becomes "not
     reported"), number the cited papers in row order, and lay the answer out as a lead line
     and a Markdown table, one unit per row."""
@@ -152,7 +199,12 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
     found = sum(c is not None for c in checks)
     lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
     if missing:
-        lead += f" {', '.join(missing)} {'is' if len(missing) == 1 else 'are'} not in the index."
+        lead += f" {', '.join(map(quoted, missing))} {'is' if len(missing) == 1 else 'are'} not in the index."
+    left_out = getattr(missing, "left_out", []) if left_out is None else left_out
+    if left_out:
+        lead += (f" {len(left_out)} more named {'paper is' if len(left_out) == 1 else 'papers are'} left "
+                 f"out (a table has at most {MAX_ROWS} rows; ask about them separately): "
+                 f"{', '.join(map(quoted, left_out))}.")
     lines = final.to_markdown().split("\n")
     units: list[tuple[str, SentenceCheck | None]] = [(lead, None), ("\n\n" + "\n".join(lines[:2]), None)]
     units += [("\n" + line, check) for line, check in zip(lines[2:], checks, strict=True)]

@@ -33,6 +33,9 @@ WEB_DIR = Path(__file__).resolve().parent.parent / "web"
 # Threads for pipeline work: enough to overlap Ollama waits, few enough not to thrash the CPU.
 WORKERS = min(32, max(8, 4 * (os.cpu_count() or 2)))
 LIGHT_WORKERS = 4
+# Citation exports: their own small pool, so that many large exports queue there and never
+# take the light pool's threads from /health and single lookups.
+EXPORT_WORKERS = 2
 
 # The page and its files: no inline script, no plugins, talk only to this server.
 PAGE_HEADERS = {
@@ -98,7 +101,9 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
     async def lifespan(app: FastAPI) -> AsyncIterator[None]:
         executor = ThreadPoolExecutor(max_workers=WORKERS, thread_name_prefix="rag-api")
         light = ThreadPoolExecutor(max_workers=LIGHT_WORKERS, thread_name_prefix="rag-api-light")
+        exports = ThreadPoolExecutor(max_workers=EXPORT_WORKERS, thread_name_prefix="rag-api-export")
         app.state.executor, app.state.light_executor = executor, light
+        app.state.export_executor = exports
         try:
             if app.state.pipeline is None:
                 app.state.pipeline = await run_blocking(executor, lambda: load_pipeline(settings))
@@ -107,6 +112,7 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         finally:
             executor.shutdown(wait=False, cancel_futures=True)
             light.shutdown(wait=False, cancel_futures=True)
+            exports.shutdown(wait=False, cancel_futures=True)
             app.state.pipeline.close()
 
     app = FastAPI(
@@ -119,14 +125,13 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
             "the chat page needs `Authorization: Bearer <key>`."
         ),
         lifespan=lifespan,
-        max_body_size=settings.max_body_kb * 1024,  # FastAPI's own limit: 413 before parsing
         docs_url=None, redoc_url=None,  # FastAPI's load Swagger UI from a CDN: see _local_docs
     )
     app.state.settings = settings
     app.state.pipeline = pipeline
     errors.install(app)
     app.add_middleware(_PageHeaders)
-    app.add_middleware(RequestGuards, settings=settings)  # Host, key before body, stalled body
+    app.add_middleware(RequestGuards, settings=settings)  # Host, body size, key before body, stall
     origins = _cors_origins(settings)
     if origins:
         app.add_middleware(

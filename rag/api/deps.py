@@ -37,10 +37,16 @@ def get_light_executor(request: Request) -> ThreadPoolExecutor:
     return request.app.state.light_executor  # type: ignore[no-any-return]
 
 
+def get_export_executor(request: Request) -> ThreadPoolExecutor:
+    """The pool citation exports are written in, apart from the other two."""
+    return request.app.state.export_executor  # type: ignore[no-any-return]
+
+
 SettingsDep = Annotated[Settings, Depends(get_settings)]
 PipelineDep = Annotated[Pipeline, Depends(get_pipeline)]
 ExecutorDep = Annotated[ThreadPoolExecutor, Depends(get_executor)]
 LightExecutorDep = Annotated[ThreadPoolExecutor, Depends(get_light_executor)]
+ExportExecutorDep = Annotated[ThreadPoolExecutor, Depends(get_export_executor)]
 
 _bearer = HTTPBearer(auto_error=False, description="The server's RAG_API_KEY (only when it sets one).")
 

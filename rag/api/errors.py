@@ -39,6 +39,13 @@ class UnknownModel(NotFound):
     pass
 
 
+class PayloadTooLarge(InputError):
+    """A request body over RAG_MAX_BODY_KB (413)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "send a smaller request, or raise RAG_MAX_BODY_KB on the server")
+
+
 class ClientGone(Exception):
     """The client closed the connection before its answer was ready: nobody reads a reply."""
 
@@ -48,6 +55,8 @@ def status_of(exc: BaseException) -> int:
         return 401
     if isinstance(exc, NotFound):
         return 404
+    if isinstance(exc, PayloadTooLarge):
+        return 413
     if isinstance(exc, InputError):
         return 400
     if isinstance(exc, LLMError):
@@ -70,6 +79,7 @@ def is_openai(request: Request) -> bool:
 def openai_error(message: str, hint: str, type_: str, status: int,
                  param: str | None = None) -> dict[str, Any]:
     kind = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
+            413: "invalid_request_error",
             422: "invalid_request_error", 503: "service_unavailable"}.get(status, "server_error")
     code = "model_not_found" if type_ == "UnknownModel" else type_
     return {"error": {"message": message, "type": kind, "code": code, "param": param, "hint": hint}}

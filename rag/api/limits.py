@@ -1,17 +1,20 @@
 """Request guards that must run before a route reads the body (pure ASGI, so nothing is
-buffered first): the Host check against DNS rebinding, the API key before the body, and a
-stalled body dropped. The body size itself is FastAPI's own `max_body_size` (create_app)."""
+buffered first): the Host check against DNS rebinding, the API key before the body, a
+stalled body dropped, and the body size (a Content-Length over RAG_MAX_BODY_KB refused before
+the body is read, a body without one as it grows past it). FastAPI's own `max_body_size`
+answered the first case in text/plain, the second in JSON: here both are JSON errors."""
 
 from __future__ import annotations
 
 import asyncio
+import re
 import secrets
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rag.api.errors import Unauthorized, error_response
+from rag.api.errors import PayloadTooLarge, Unauthorized, error_response
 from rag.config import Settings
 from rag.errors import InputError
 
@@ -20,12 +23,15 @@ LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
 PUBLIC_PREFIXES = ("/health", "/static/", "/docs", "/openapi.json")
 
 
+# A Host header is a name or an IP (IPv6 in brackets) and an optional port: nothing else
+# ("localhost:80@evil.com" is no host, and must not pass as localhost).
+_HOST = re.compile(r"(?:\[(?P<v6>[0-9a-f:.]+)\]|(?P<name>[a-z0-9._-]+))(?::\d{1,5})?")
+
+
 def host_of(header: str) -> str:
-    """`example.org:8000` -> example.org, `[::1]:8000` -> ::1."""
-    header = header.strip().lower()
-    if header.startswith("["):
-        return header[1:].split("]", 1)[0]
-    return header.rsplit(":", 1)[0] if header.count(":") == 1 else header
+    """`example.org:8000` -> example.org, `[::1]:8000` -> ::1; "" for a malformed header."""
+    m = _HOST.fullmatch(header.strip().lower())
+    return (m.group("v6") or m.group("name")) if m else ""
 
 
 def allowed_hosts(settings: Settings) -> frozenset[str]:
@@ -45,7 +51,12 @@ class RequestGuards:
             return
         request = Request(scope)
         problem: Exception | None = None
-        if not self.settings.api_key and not self._host_ok(scope, request):
+        length = request.headers.get("content-length", "")
+        if length.isdigit() and int(length) > self.settings.max_body_kb * 1024:
+            # said here, as JSON like every other error, before the body is read
+            problem = PayloadTooLarge(f"the request body is {int(length):,} bytes; the limit is "
+                                      f"{self.settings.max_body_kb * 1024:,} (RAG_MAX_BODY_KB)")
+        elif not self.settings.api_key and not self._host_ok(scope, request):
             # Without a key, a page on another site could reach this server through a DNS name
             # rebound to 127.0.0.1; its requests carry that name in Host.
             problem = InputError(f"Host {request.headers.get('host', '')!r} is not served here",
@@ -55,12 +66,17 @@ class RequestGuards:
         if problem is not None:
             await error_response(request, problem)(scope, receive, send)
             return
-        await self.app(scope, _stall_guard(receive), send)
+        await self.app(scope, _stall_guard(receive, self.settings.max_body_kb * 1024), send)
 
     def _host_ok(self, scope: Scope, request: Request) -> bool:
         if "*" in self.hosts:
             return True
+        given = [v for k, v in scope.get("headers", []) if k == b"host"]
+        if len(given) > 1:
+            return False  # two Host headers: which one a proxy used is anyone's guess
         host = host_of(request.headers.get("host", ""))
+        if not host:
+            return False
         server = scope.get("server")
         # the address the connection came in on (the host `rag serve` binds, or its IP)
         return host in self.hosts or (server is not None and host == str(server[0]).lower())
@@ -75,19 +91,25 @@ class RequestGuards:
         return scheme.lower() == "bearer" and secrets.compare_digest(given.strip().encode(), key.encode())
 
 
-def _stall_guard(receive: Receive) -> Receive:
+def _stall_guard(receive: Receive, max_bytes: int) -> Receive:
     """Only while the body arrives: afterwards receive() waits for a disconnect (streaming
-    responses listen for it) and may rightly wait for minutes."""
+    responses listen for it) and may rightly wait for minutes. A body (sent without a
+    Content-Length) that grows past max_bytes is refused as it arrives."""
     done = False
+    size = 0
 
     async def guarded() -> Message:
-        nonlocal done
+        nonlocal done, size
         if done:
             return await receive()
         try:
             message = await asyncio.wait_for(receive(), BODY_STALL_S)
         except TimeoutError:
             raise HTTPException(408, f"no request body bytes for {BODY_STALL_S:.0f} s") from None
+        size += len(message.get("body", b""))
+        if size > max_bytes:
+            raise HTTPException(413, f"the request body is over the limit of {max_bytes:,} bytes "
+                                "(RAG_MAX_BODY_KB)")
         done = message["type"] != "http.request" or not message.get("more_body", False)
         return message
 

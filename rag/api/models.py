@@ -18,7 +18,9 @@ from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
 # turns (rag condenses follow-ups from the last few), not refused.
-MAX_OPENAI_MESSAGES = 1000
+# A count well above what the body limit (RAG_MAX_BODY_KB) lets through at its default, so a
+# long conversation is trimmed, not refused; it bounds the work where that limit is raised.
+MAX_OPENAI_MESSAGES = 100_000
 OPENAI_HISTORY = 20
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
 MAX_TOTAL_CHARS = 200_000  # all messages of one request together (bounds the work per request)

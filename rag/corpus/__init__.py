@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import errno
+import logging
 import os
 import re
 import stat
@@ -13,11 +14,11 @@ from rag.corpus import arxiv, bibtex
 from rag.corpus.arxiv import Restrict
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
 from rag.corpus.merge import merge_papers, where
-from rag.corpus.paper import Paper, sha
+from rag.corpus.paper import Paper, clean_doi, real_date, sha
 from rag.errors import InputError, ParseError
 
 __all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "where"]
-
+log = logging.getLogger(__name__)
 
 
 def _max_file_bytes() -> int:
@@ -177,6 +178,7 @@ def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
             ))
     papers = [p for p in papers if len(p.abstract) <= MAX_ABSTRACT_CHARS]
     for paper in papers:
+        _checked_fields(paper)
         infer_metadata(paper)
     if restrict and restrict.active() and result.layout != arxiv.LAYOUT:
         kept = [p for p in papers if restrict.accepts(p)]
@@ -187,6 +189,19 @@ def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
         problems.append(ParseError(source, None, "no abstracts found", LAYOUT_HELP))
     result.papers, result.problems = papers, sorted(problems, key=lambda e: e.line or 0)
     return result
+
+
+def _checked_fields(paper: Paper) -> None:
+    """A DOI that is no DOI, or a date that is no date, is dropped with a warning: written
+    verbatim into an export, such a value added fields or records to it."""
+    if paper.doi and (doi := clean_doi(paper.doi)) != paper.doi:
+        if doi is None:
+            log.warning("%s: DOI %r is not a DOI (10.PREFIX/SUFFIX, no spaces or braces); left out",
+                        where(paper), paper.doi[:80])
+        paper.doi = doi
+    if paper.date and not real_date(paper.date):
+        log.warning("%s: date %r is not a date (YYYY-MM-DD); left out", where(paper), paper.date[:40])
+        paper.date = None
 
 
 # Bounded: with `*` a long run of capitals in a comment line took quadratic time.

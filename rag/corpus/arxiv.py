@@ -15,17 +15,17 @@ from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any
+from typing import Any, BinaryIO
 
 from rag.corpus.formats import _paper, split_arxiv_id
-from rag.corpus.paper import Paper, category_keys
+from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
+from rag.corpus.paper import Paper, category_keys, real_date
 from rag.errors import InputError, ParseError
 
 LAYOUT = "arxiv-snapshot"
 MAX_PROBLEMS = 1000  # a file that is not a snapshot after all stops here, not after 2M lines
+MAX_LINE_BYTES = 1 << 20  # one record: a safety cap, far above an abstract's 20,000 characters
 _PEEK = 1 << 20
-_SINCE = re.compile(r"\d{4}(-\d{2}(-\d{2})?)?")
-_BARE_PERCENT = re.compile(r"(?<!\\)%")  # a LaTeX comment sign would swallow the rest of the text
 _SPLIT_INITIALS = re.compile(r"\.\s+-(?=\w)")
 _TILDE = "\ue000"  # "~100 GPUs" means about 100 in an abstract, not LaTeX's non-breaking space
 
@@ -40,9 +40,12 @@ class Restrict:
     @classmethod
     def parse(cls, categories: tuple[str, ...] | list[str] = (), since: str | None = None) -> Restrict:
         since = (since or "").strip() or None
-        if since and not _SINCE.fullmatch(since):
+        if since and not real_date(since):
             raise InputError(f"--since {since!r} is not a date", "use 2023, 2023-06 or 2023-06-01")
-        return cls(tuple(c.strip() for c in categories if c.strip()), since)
+        if any(not c.strip() for c in categories):
+            raise InputError("--category is empty", "name an arXiv category such as cs.DC, or leave "
+                             "the option out to keep every category")
+        return cls(tuple(c.strip() for c in categories), since)
 
     def active(self) -> bool:
         return bool(self.categories or self.since)
@@ -65,26 +68,21 @@ class Restrict:
         return self.keeps(paper.categories, paper.date, paper.year)
 
 
-def _decoder() -> Any:
-    from pylatexenc.latex2text import LatexNodes2Text
-
-    # Math stays as written: clean_latex turns $x^2$ into x², which pylatexenc would not.
-    return LatexNodes2Text(math_mode="verbatim", strict_latex_spaces=True)
-
-
 _latex: Any = None
 
 
 def readable(text: str) -> str:
     """Accents and text macros decoded (Schr\\"odinger -> Schrödinger, {\\em x} -> x), math
-    left for clean_latex, whitespace (the snapshot's hard line breaks) made single spaces."""
+    left for clean_latex, whitespace (the snapshot's hard line breaks) made single spaces.
+    Raises LatexError for text the decoder cannot read."""
     global _latex
     text = " ".join(text.split())
     if "\\" in text or "{" in text:
         if _latex is None:
-            _latex = _decoder()
-        text = _BARE_PERCENT.sub(r"\\%", text.replace("~", _TILDE))
-        text = " ".join(_latex.latex_to_text(text).replace(_TILDE, "~").split())
+            # Math stays as written: clean_latex turns $x^2$ into x², which pylatexenc would not.
+            _latex = decoder(math_mode="verbatim", strict_latex_spaces=True)
+        text = BARE_PERCENT.sub(r"\\%", text.replace("~", _TILDE))
+        text = " ".join(decode(_latex, text).replace(_TILDE, "~").split())
     return text
 
 
@@ -200,8 +198,10 @@ def read_snapshot(path: Path, source: str, restrict: Restrict | None = None
     papers: list[Paper] = []
     problems: list[ParseError] = []
     outside = 0
-    for no, obj in _records(path, source, problems):
+    for no, obj in _records(path, source):
         try:
+            if isinstance(obj, ParseError):
+                raise obj
             _check(obj, source, no)
             cats = (obj.get("categories") or "").split()
             date = first_version_date(obj.get("versions"))
@@ -213,6 +213,8 @@ def read_snapshot(path: Path, source: str, restrict: Restrict | None = None
             papers.append(snapshot_paper(obj, source, no, cats, date))
         except ParseError as exc:
             problems.append(exc)
+        except LatexError as exc:
+            problems.append(ParseError(source, no, str(exc), "fix the record's LaTeX, or pass --skip-bad"))
         if len(problems) >= MAX_PROBLEMS:
             problems.append(ParseError(source, no, f"stopped reading after {MAX_PROBLEMS} bad lines",
                                        "is this an arXiv metadata snapshot (JSON Lines)?"))
@@ -221,23 +223,42 @@ def read_snapshot(path: Path, source: str, restrict: Restrict | None = None
     return papers, problems, left_out
 
 
-def _records(path: Path, source: str, problems: list[ParseError]) -> Iterator[tuple[int, Any]]:
+def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+    """(line number, bytes) of each line; None for a line over MAX_LINE_BYTES, which is read
+    past in pieces and never held whole (a 1 GB line took 2.2 GB of memory)."""
+    no = 0
+    while raw := fh.readline(MAX_LINE_BYTES + 1):
+        no += 1
+        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
+            yield no, raw
+            continue
+        while (rest := fh.readline(_PEEK)) and not rest.endswith(b"\n"):
+            pass
+        yield no, None
+
+
+def _records(path: Path, source: str) -> Iterator[tuple[int, Any | ParseError]]:
+    """Each non-blank line's JSON value, or the ParseError that says why it has none."""
     try:
         fh = path.open("rb")
     except OSError as exc:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
     with fh:
-        for no, raw in enumerate(fh, 1):
+        for no, raw in _lines(fh):
+            if raw is None:
+                yield no, ParseError(source, no, f"line is over {MAX_LINE_BYTES // 2**20} MB",
+                                     "a snapshot record is a few KB: is this an arXiv snapshot?")
+                continue
             if not raw.strip():
                 continue
             try:
                 line = raw.decode("utf-8-sig" if no == 1 else "utf-8")
             except UnicodeDecodeError as exc:
-                problems.append(ParseError(source, no, f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
-                                           f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`"))
+                yield no, ParseError(source, no, f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
+                                     f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`")
                 continue
             try:
                 yield no, json.loads(line)
             except (ValueError, RecursionError) as exc:
-                problems.append(ParseError(source, no, f"not valid JSON ({str(exc)[:80]})",
-                                           "the snapshot holds one complete JSON object per line"))
+                yield no, ParseError(source, no, f"not valid JSON ({str(exc)[:80]})",
+                                     "the snapshot holds one complete JSON object per line")

@@ -12,14 +12,15 @@ import logging
 import re
 from typing import Any
 
+from rag.corpus.bibtex_macros import expansion, uncomment
 from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.latex import decoder
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
 
 LAYOUT = "bibtex"
 _ENTRY_START = re.compile(r"@\s*[A-Za-z]+\s*[{(]")
 _ARXIV_MENTION = re.compile(r"arXiv:\s*(\S+)", re.IGNORECASE)
-_DOI_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
 
 
 def detect(text: str) -> bool:
@@ -31,89 +32,63 @@ def detect(text: str) -> bool:
     return False
 
 
-def _uncomment(text: str) -> str:
-    # biber and reference managers read a line starting with % as a comment (a commented-out
-    # entry is not a paper); bibtexparser parses it as an entry. Blanked, not removed: the
-    # line numbers in messages stay the file's.
-    return re.sub(r"(?m)^[ \t]*%.*$", "", text)
+def _latex_decoding() -> Any:
+    from bibtexparser.middlewares import LatexDecodingMiddleware
+    from bibtexparser.middlewares.names import NameParts
+    from bibtexparser.model import MiddlewareErrorBlock
+
+    class Decode(LatexDecodingMiddleware):
+        """bibtexparser's LaTeX decoding, also of each split name's parts (its own decodes a
+        field that holds one NameParts, not the list SplitNameParts leaves)."""
+
+        def transform_entry(self, entry: Any, library: Any) -> Any:
+            errors: list[str] = []
+            for f in entry.fields:
+                for n in f.value if isinstance(f.value, list) else []:
+                    if isinstance(n, NameParts):
+                        n.first, n.von, n.last, n.jr = (self._transform_all_strings(part, errors)
+                                                        for part in (n.first, n.von, n.last, n.jr))
+            if any(errors):
+                return MiddlewareErrorBlock(block=entry, error=ValueError("; ".join(filter(None, errors))))
+            return super().transform_entry(entry, library)
+
+    return Decode(decoder=decoder(math_mode="verbatim"))
 
 
-def _split_top(value: str) -> list[str]:
-    """Pieces of a `#` concatenation, outside braces and quotes."""
-    pieces, depth, quoted, start = [], 0, False, 0
-    for i, ch in enumerate(value):
-        if ch == "{":
-            depth += 1
-        elif ch == "}":
-            depth -= 1
-        elif ch == '"' and depth == 0:
-            quoted = not quoted
-        elif ch == "#" and depth == 0 and not quoted:
-            pieces.append(value[start:i])
-            start = i + 1
-    return [*pieces, value[start:]]
-
-
-def _unenclose(piece: str, strings: dict[str, str], depth: int = 0) -> str:
-    piece = piece.strip()
-    if len(piece) >= 2 and (piece[0], piece[-1]) in (("{", "}"), ('"', '"')):
-        return piece[1:-1]
-    if piece.isdigit() or depth > 8:
-        return piece
-    if piece.lower() in strings:
-        return "".join(_unenclose(p, strings, depth + 1) for p in _split_top(strings[piece.lower()]))
-    return piece
-
-
-def _concatenation() -> Any:
-    from bibtexparser.library import Library
-    from bibtexparser.middlewares.middleware import LibraryMiddleware
-
-    class Concatenate(LibraryMiddleware):
-        """BibTeX's `#` concatenation (`journal = pvldb # " 16(4)"`), which bibtexparser leaves
-        as written; resolved before its own @string and enclosing middlewares run."""
-
-        def transform(self, library: Library) -> Library:
-            strings = {s.key.lower(): str(s.value) for s in library.strings}
-            for entry in library.entries:
-                for f in entry.fields:
-                    if isinstance(f.value, str) and "#" in f.value:
-                        pieces = _split_top(f.value)
-                        if len(pieces) > 1:
-                            f.value = "{" + "".join(_unenclose(p, strings) for p in pieces) + "}"
-            return library
-
-    return Concatenate()
-
-
-def _library(text: str) -> Any:
+def _library(text: str, refused: list[tuple[Any, str]]) -> Any:
     import bibtexparser
 
     # Its splitter logs each unreadable entry as a warning to stderr; the entry comes back to
     # us in failed_blocks and is reported once, with file and line (_failure).
     logging.getLogger("bibtexparser").setLevel(logging.ERROR)
     from bibtexparser.middlewares import (
-        LatexDecodingMiddleware,
         MergeNameParts,
         RemoveEnclosingMiddleware,
-        ResolveStringReferencesMiddleware,
         SeparateCoAuthors,
         SplitNameParts,
     )
 
-    return bibtexparser.parse_string(_uncomment(text), parse_stack=[
-        _concatenation(), ResolveStringReferencesMiddleware(), RemoveEnclosingMiddleware(),
-        LatexDecodingMiddleware(), SeparateCoAuthors(), SplitNameParts(), MergeNameParts("first"),
+    # Macros are expanded (and bounded) by expansion(), which replaces bibtexparser's own
+    # ResolveStringReferencesMiddleware: that one expands without limit.
+    return bibtexparser.parse_string(uncomment(text), parse_stack=[
+        # Names are split before LaTeX is decoded: "Doe, Jane {\textbraceright}" is two parts,
+        # "Doe, Jane }" is an unbalanced name.
+        expansion(refused, len(text)), RemoveEnclosingMiddleware(), SeparateCoAuthors(),
+        SplitNameParts(), _latex_decoding(), MergeNameParts("first"),
     ])
 
 
 def _failure(block: Any, path: str) -> ParseError:
-    from bibtexparser.model import DuplicateBlockKeyBlock
+    from bibtexparser.model import DuplicateBlockKeyBlock, MiddlewareErrorBlock
 
     line = block.start_line + 1
     if isinstance(block, DuplicateBlockKeyBlock):
         return ParseError(path, line, f"a second entry with the key `{block.key}`",
                           "give each entry its own key")
+    if isinstance(block, MiddlewareErrorBlock):  # the LaTeX decoder or name splitter failed
+        why = " ".join(str(block.error).split())[:160] or "LaTeX nested too deeply"
+        return ParseError(path, line, f"BibTeX entry whose fields cannot be read ({why})",
+                          "check the entry's braces and LaTeX commands, or pass --skip-bad")
     error = getattr(block, "error", None)
     why = getattr(error, "abort_reason", None) or str(error or "") or "unreadable entry"
     return ParseError(path, line, f"BibTeX entry that cannot be read ({' '.join(why.split())[:160]})",
@@ -146,7 +121,7 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     year_text = fields.get("year") or fields.get("date", "")
     year = re.search(r"\b(\d{4})\b", year_text)
     date = fields.get("date") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fields.get("date", "")) else None
-    doi = _DOI_PREFIX.sub("", fields.get("doi", "").strip()) or None
+    doi = fields.get("doi", "").strip() or None  # checked (and doi.org links cut) by read_file
     venue = fields.get("journal") or fields.get("booktitle")
     if venue and _ARXIV_MENTION.search(venue):
         venue = None  # "arXiv preprint arXiv:…" is no venue
@@ -162,9 +137,13 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
 def parse_bibtex(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
     """Papers of a BibTeX file, problems of its unreadable entries, and how many entries
     were left out for having no abstract."""
-    library = _library(text)
+    refused: list[tuple[Any, str]] = []
+    library = _library(text, refused)
     papers: list[Paper] = []
     problems = [_failure(b, path) for b in library.failed_blocks]
+    problems += [ParseError(path, entry.start_line + 1, f"BibTeX entry refused: {why}",
+                            "define the @string macros without loops or blow-up, or pass --skip-bad")
+                 for entry, why in refused]
     no_abstract = 0
     for entry in library.entries:
         paper = _entry_paper(entry, path)

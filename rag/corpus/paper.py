@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import datetime
 import hashlib
 import re
 from dataclasses import asdict, dataclass, field, fields
@@ -110,3 +111,28 @@ def make_paper_id(arxiv_id: str | None, title: str | None, abstract: str) -> str
     if title:
         return f"{slug(title)}-{sha(norm_text(title))[:6]}"
     return f"{slug(abstract, 4)}-{sha(norm_text(abstract))[:8]}"
+
+
+# "10." + registrant prefix + "/" + suffix, nothing in it that would end a field of a citation
+# file: no whitespace (an RIS field ends at a line break), no braces, quotes or backslashes
+# (a BibTeX doi field is verbatim: it cannot escape them).
+_DOI = re.compile(r'10\.\d+(?:\.\d+)*/[^\s{}"\\]+')
+_DOI_LINK = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECASE)
+_DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
+
+
+def clean_doi(text: str) -> str | None:
+    """The DOI in `text` (a bare DOI, doi:…, or a doi.org link), or None when it is none."""
+    doi = _DOI_LINK.sub("", text.strip())
+    return doi if _DOI.fullmatch(doi) else None
+
+
+def real_date(text: str) -> bool:
+    """2023, 2023-06 and 2023-06-30 are dates; 2023-13, 2023-06-31 and 23/06/2023 are not."""
+    if not _DATE.fullmatch(text):
+        return False
+    try:
+        datetime.date.fromisoformat((text + "-01-01")[:10])
+    except ValueError:
+        return False
+    return True

@@ -26,6 +26,7 @@ from rag.corpus.paper import Paper, sha
 from rag.embed import MODEL_NAME
 from rag.errors import IndexStoreError, InputError, RagError
 from rag.store import format as store_format
+from rag.store import space
 
 log = logging.getLogger(__name__)
 
@@ -67,6 +68,8 @@ def index_error(settings: Settings, exc: BaseException) -> IndexStoreError:
     index directory is read-only, or damaged or deleted (the hint then names the rebuild)."""
     if isinstance(exc, IndexStoreError):
         return exc
+    if not settings.chroma_url and space.says_full(exc):  # not damaged: never the rm -rf hint
+        return space.disk_full(settings.index_dir)
     lines = str(exc).strip().splitlines()
     detail = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300].rstrip(": ")
     if settings.chroma_url:
@@ -317,7 +320,14 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
 
-    def write(
+    def write(self, papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]], delete_papers: Iterable[str] = (),
+              sentences: Sequence[tuple[str, list[str], np.ndarray]] = ()) -> None:
+        """_write, with a failure for want of room on the disk said as such (rag.store.space)."""
+        directory = None if self.settings.chroma_url else self.settings.index_dir
+        with space.checked_write(directory, space.write_size(papers, sentences)):
+            self._write(papers, delete_papers, sentences)
+
+    def _write(
         self,
         papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]],
         delete_papers: Iterable[str] = (),

@@ -9,7 +9,7 @@ from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
 
 from rag.api import relay
-from rag.api.deps import PROTECTED, ExecutorDep, PipelineDep
+from rag.api.deps import PROTECTED, ExecutorDep, ExportExecutorDep, PipelineDep
 from rag.api.errors import ERROR_RESPONSES, split_conversation
 from rag.api.models import AnswerPublic, AskRequest, ChatRequest
 from rag.schema import DoneEvent, Event, NoticeEvent, ProgressEvent, SentenceEvent
@@ -34,14 +34,15 @@ CHAT_DESCRIPTION = (
 @router.post("/ask", response_model=AnswerPublic, response_model_exclude_unset=True,  # `export` when asked
              summary="Answer a question (the object `rag ask --json` prints)")
 async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep,
-              request: Request) -> Any:
+              exports: ExportExecutorDep, request: Request) -> Any:
     ans = await relay.answer(executor, pipeline, body.question, body.options(), request)
     out = ans.to_public()
     if body.export:
         from rag.export import export
 
-        out["export"] = {"format": body.export,
-                         "text": export([s.paper for s in ans.sources], body.export)}
+        fmt, cited = body.export, [s.paper for s in ans.sources]
+        out["export"] = {"format": fmt,
+                         "text": await relay.run_blocking(exports, lambda: export(cited, fmt))}
     return out
 
 

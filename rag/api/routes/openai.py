@@ -10,6 +10,7 @@ System messages reach the model as the client's preferences, after rag's own rul
 from __future__ import annotations
 
 import json
+import re
 import time
 import uuid
 from collections.abc import AsyncIterator
@@ -57,10 +58,24 @@ def parse_model(name: str) -> tuple[str | None, str | None]:
                        "use 'rag', 'rag-offline' or 'rag:<ollama model>' (see GET /v1/models)")
 
 
+# In the Markdown content, from abstracts or the model: an HTML tag (<img onerror>, <script>)
+# or a link to a script (](javascript:...)) is escaped, so a Markdown client shows it as text.
+_HTML_TAG = re.compile(r"<(?=[A-Za-z/!?])")
+_SCRIPT_LINK = re.compile(r"\]\((?=\s*<?\s*(?:javascript|vbscript|data):)", re.IGNORECASE)
+
+
+def markdown_safe(text: str) -> str:
+    return _SCRIPT_LINK.sub(r"]\\(", _HTML_TAG.sub(r"\\<", text))
+
+
 def _refuse_unsupported(body: ChatCompletionRequest) -> None:
     extra = body.model_extra or {}
     if body.n not in (None, 1):
         raise InputError(f"n={body.n}: rag writes one answer per request", "leave n unset or 1")
+    fmt = extra.get("response_format")
+    if fmt not in (None, {}) and not (isinstance(fmt, dict) and fmt.get("type") == "text"):
+        raise InputError("response_format: rag answers in cited Markdown text only",
+                         "remove 'response_format', or send {\"type\": \"text\"}")
     for name in UNSUPPORTED:
         if extra.get(name) not in (None, [], False):
             raise InputError(f"the parameter '{name}' is not supported by rag",
@@ -159,7 +174,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     if not body.stream:
         ans = await relay.answer(executor, pipeline, question, options, request, **kwargs)
         result = ans.to_public()
-        content = result["answer"] + after_answer(result)
+        content = markdown_safe(result["answer"] + after_answer(result))
         return {
             "id": cid, "object": "chat.completion", "created": created, "model": body.model,
             "choices": [{"index": 0, "message": {"role": "assistant", "content": content},
@@ -195,20 +210,20 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
             yield chunk({"role": "assistant", "content": ""})
             async for ev in all_events():
                 if isinstance(ev, SentenceEvent):
-                    yield chunk({"content": ev.delta})
+                    yield chunk({"content": markdown_safe(ev.delta)})
                 elif isinstance(ev, DoneEvent):
                     ans, result = ev.answer, ev.answer.to_public()
                     if ans.error is not None:
                         data = relay.incomplete_data(ans)
                         yield f"data: {json.dumps(openai_error(data['message'], data['hint'], 'StreamBroken', 503))}\n\n".encode()
                         return
-                    rest = after_answer(result)
+                    rest = markdown_safe(after_answer(result))
                     if rest:
                         yield chunk({"content": rest})
                     yield chunk({}, ans.finish_reason, references=result["citations"],
                                 rag=rag_extra(result))
                     if include_usage:
-                        yield chunk(None, usage=usage(ans, prompt, result["answer"] + rest))
+                        yield chunk(None, usage=usage(ans, prompt, markdown_safe(result["answer"]) + rest))
                     yield b"data: [DONE]\n\n"
         except Exception as exc:
             yield error(exc)

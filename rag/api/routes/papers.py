@@ -2,18 +2,26 @@
 
 from __future__ import annotations
 
+from collections.abc import AsyncIterator
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
-from fastapi.responses import Response
+from fastapi.responses import Response, StreamingResponse
 
 from rag.api import relay
-from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
+from rag.api.deps import (
+    PROTECTED,
+    ExecutorDep,
+    ExportExecutorDep,
+    LightExecutorDep,
+    PipelineDep,
+    SettingsDep,
+)
 from rag.api.errors import ERROR_RESPONSES, NotFound
 from rag.api.models import ErrorPublic, PaperListPublic, PaperPublic, SearchResultsPublic
 from rag.corpus.paper import Paper
-from rag.export import MEDIA_TYPES, export, select
+from rag.export import MEDIA_TYPES, export_parts, select
 from rag.schema import MAX_K, MAX_QUESTION, AskOptions, search_public
 
 router = APIRouter(tags=["papers"], dependencies=PROTECTED, responses=ERROR_RESPONSES)
@@ -31,10 +39,18 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
     media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()}}}
 
 
-async def _exported(light: ThreadPoolExecutor, papers: list[Paper], fmt: str) -> Response:
-    # Off the event loop: LaTeX-escaping 60 abstracts takes about 0.1 s.
-    text = await relay.run_blocking(light, lambda: export(papers, fmt))
-    return Response(text, media_type=MEDIA_TYPES[fmt])
+async def _exported(exports: ThreadPoolExecutor, papers: list[Paper], fmt: str) -> Response:
+    # In the export pool, off the event loop and off the pool /health uses: LaTeX-escaping
+    # 2,000 abstracts takes seconds. A large export streams, written a part at a time.
+    parts = export_parts(papers, fmt)
+    if len(parts) == 1:
+        return Response(await relay.run_blocking(exports, parts[0]), media_type=MEDIA_TYPES[fmt])
+
+    async def stream() -> AsyncIterator[str]:
+        for part in parts:
+            yield await relay.run_blocking(exports, part)
+
+    return StreamingResponse(stream(), media_type=MEDIA_TYPES[fmt])
 
 
 @router.get("/search", response_model=SearchResultsPublic,
@@ -58,15 +74,17 @@ async def search(
             summary="Every paper in the index (the object `rag papers --json` prints), or "
                     "all of them as BibTeX, RIS or CSL-JSON (`rag papers --format`)")
 async def papers(
-    pipeline: PipelineDep, light: LightExecutorDep, format: FormatQuery = "json",
+    pipeline: PipelineDep, light: LightExecutorDep, exports: ExportExecutorDep,
+    format: FormatQuery = "json",
     id: Annotated[list[str] | None, Query(
         max_length=MAX_LISTED, description="Only these papers, in this order (repeat `id`): "
         "e.g. the papers an answer cites, for the page's \"copy BibTeX\".")] = None,
 ) -> Any:
-    listed = await relay.run_blocking(light, pipeline.retriever.papers)
+    # An export lists the papers in its own pool too: that listing is most of a small export.
+    listed = await relay.run_blocking(exports if format != "json" else light, pipeline.retriever.papers)
     listed = select(listed, id or [])
     if format != "json":
-        return await _exported(light, listed, format)
+        return await _exported(exports, listed, format)
     return {"papers": [p.to_dict() for p in listed]}
 
 
@@ -75,11 +93,11 @@ async def papers(
             responses={**EXPORT_RESPONSES,
                        404: {"model": ErrorPublic, "description": "No such paper."}})
 async def paper(paper_id: str, pipeline: PipelineDep, light: LightExecutorDep,
-                settings: SettingsDep, format: FormatQuery = "json") -> Any:
+                exports: ExportExecutorDep, settings: SettingsDep, format: FormatQuery = "json") -> Any:
     found = await relay.run_blocking(light, lambda: pipeline.retriever.paper(paper_id))
     if found is None:
         raise NotFound(f"no paper with id {paper_id!r} in the index '{settings.index}'",
                        "list the ids with GET /papers, or find papers with GET /search?q=...")
     if format != "json":
-        return await _exported(light, [found], format)
+        return await _exported(exports, [found], format)
     return found.to_dict()
