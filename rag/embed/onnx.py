@@ -1,13 +1,13 @@
 """Sentence embeddings with all-MiniLM-L6-v2 through onnxruntime.
 
-The query path must not import torch or sentence-transformers (~10 s here), so the model is
-exported to ONNX once per machine and run with onnxruntime and the `tokenizers` library.
-The export and the tokenizer file sit side by side in the model cache, so run time needs
-neither torch nor the model package: scripts/setup makes the export in a throwaway
-environment that holds torch, transformers and the model package (`python -m rag.embed DIR`),
-and a development environment, which has them, makes it on first use. Mean pooling and
-normalisation are sentence-transformers' own recipe for this model, reproduced in numpy; a
-test checks the vectors agree.
+The query path must not import torch or sentence-transformers (~10 s here), so the model runs
+as an ONNX graph with onnxruntime and the `tokenizers` library. The graph is written once per
+machine from the model package's weights by rag.embed.build (numpy, safetensors and onnx; no
+torch), and sits beside a copy of the tokenizer file in the model cache, so run time needs
+neither torch nor the model package: scripts/setup writes them (`python -m rag.embed DIR`),
+and any environment that has the model package writes them on first use. Mean pooling and
+normalisation are sentence-transformers' own recipe for this model, reproduced in numpy; tests
+check the vectors agree.
 """
 
 from __future__ import annotations
@@ -70,8 +70,8 @@ def _not_prepared(cache_dir: Path, what: str) -> RagError:
 
 
 def prepare(cache_dir: Path) -> None:
-    """Make the export and the tokenizer copy in cache_dir, unless there already (needs the
-    model package, and torch, transformers and onnx for the export)."""
+    """Write the ONNX graph and the tokenizer copy in cache_dir, unless there already (needs
+    the model package)."""
     tok = tokenizer_path(cache_dir)
     if not tok.exists():
         try:
@@ -87,43 +87,21 @@ def prepare(cache_dir: Path) -> None:
 
 
 def export_onnx(dest: Path) -> None:
-    """Export the transformer to ONNX (needs torch; runs once per machine)."""
-    print(f"preparing the embedding model (one-time ONNX export to {dest})", file=sys.stderr)
+    """Write the transformer's ONNX graph from the model package's weights (once per machine)."""
+    print(f"preparing the embedding model (one-time ONNX graph in {dest})", file=sys.stderr)
     try:
-        import torch
-        from transformers import AutoModel
-    except ImportError as exc:  # the runtime environment and the image have no torch
-        raise _not_prepared(dest.parent, f"{dest.name}; making it needs torch: {exc}") from exc
-
-    model = AutoModel.from_pretrained(str(model_path()), attn_implementation="eager").eval()
-
-    class Encoder(torch.nn.Module):
-        def __init__(self) -> None:
-            super().__init__()
-            self.model = model
-
-        def forward(self, ids: torch.Tensor, mask: torch.Tensor, types: torch.Tensor) -> torch.Tensor:
-            out = self.model(input_ids=ids, attention_mask=mask, token_type_ids=types)
-            return out.last_hidden_state
-
+        source = model_path()
+    except RagError:
+        raise _not_prepared(dest.parent, f"{dest.name}; writing it needs the model package") from None
+    try:
+        from rag.embed import build
+    except ImportError as exc:  # onnx and safetensors are runtime dependencies; a broken install
+        raise _not_prepared(dest.parent, f"{dest.name}; writing it needs onnx and safetensors: {exc}") from exc
     dest.parent.mkdir(parents=True, exist_ok=True)
-    ids = torch.ones(1, 8, dtype=torch.long)
-    axes = {0: "batch", 1: "tokens"}
     with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
         tmp_file = Path(tmp) / dest.name
-        import warnings
-
-        with warnings.catch_warnings():
-            warnings.simplefilter("ignore")
-            torch.onnx.export(
-                Encoder(), (ids, ids, torch.zeros_like(ids)), str(tmp_file),
-                input_names=["input_ids", "attention_mask", "token_type_ids"],
-                output_names=["last_hidden_state"],
-                dynamic_axes={"input_ids": axes, "attention_mask": axes, "token_type_ids": axes,
-                              "last_hidden_state": axes},
-                opset_version=17, dynamo=False,
-            )
-        os.replace(tmp_file, dest)  # atomic: a killed export leaves no half file
+        build.write(source, tmp_file)
+        os.replace(tmp_file, dest)  # atomic: a killed build leaves no half file
 
 
 class Embedder:
@@ -222,5 +200,5 @@ def _embedder(cache_dir: Path, threads: int, device: str) -> Embedder:
 
 
 def main() -> None:
-    """scripts/setup: `python -m rag.embed CACHE_DIR`, in the throwaway environment."""
+    """scripts/setup: `python -m rag.embed CACHE_DIR`."""
     prepare(Path(sys.argv[1]))
