@@ -483,6 +483,16 @@ class _Handler(BaseHTTPRequestHandler):
         chunks = [text[i : i + 5] for i in range(0, len(text), 5)] if behaviour in REASONING \
             else split_chunks(text)
         thought = split_chunks(thinking) if behaviour == "think_field" else []
+        try:
+            self._stream(path, model, body, behaviour, chunks, thought, started)
+        finally:  # read to its end, cut, or the client hung up (tests of cancellation)
+            with owner._streams_changed:
+                owner.ended_streams += 1
+                owner._streams_changed.notify_all()
+
+    def _stream(self, path: str, model: str, body: dict, behaviour: str, chunks: list[str],
+                thought: list[str], started: int) -> None:
+        owner = self.owner
         self._send_headers(200, "application/x-ndjson", chunked=True)
         if behaviour == "cut":
             chunks = chunks[: max(1, len(chunks) // 2)]
@@ -500,6 +510,9 @@ class _Handler(BaseHTTPRequestHandler):
             if i and owner.token_delay and owner._stop_event.wait(owner.token_delay):
                 self._abort()
                 return
+            if i == 1 and not owner.gate.is_set():
+                owner.held.set()
+                owner.gate.wait(owner.stall_seconds)  # stop() opens it
             self._write_chunk(piece)
         if behaviour == "cut":
             # Drop the connection mid-body: no done:true line and no
@@ -511,7 +524,7 @@ class _Handler(BaseHTTPRequestHandler):
         final["prompt_eval_count"] = len(_prompt_words(path, body))
         self._write_chunk(final)
         self.wfile.write(b"0\r\n\r\n")
-        with owner._lock:  # a stream the client read to its end (tests of cancellation)
+        with owner._streams_changed:  # a stream the client read to its end
             owner.completed_streams += 1
 
     # -- response shapes (as in Ollama 0.6) -----------------------------------
@@ -606,6 +619,13 @@ class OllamaTestServer:
         How long "stall" waits before answering (``stop()`` cuts it short).
     ``token_delay``
         Seconds between streamed chunks.
+    ``gate``, ``held``
+        While ``gate`` (an Event, open at first) is cleared, a streamed answer stops after
+        its first chunk, sets ``held`` and goes on when ``gate`` is set again (or by
+        ``stop()``, or after ``stall_seconds``): a test can act while a stream is open.
+    ``completed_streams``, ``ended_streams``
+        Streamed answers read to their end, and all that ended (completed, cut, or hung
+        up on by the client); ``wait_for_ended_streams`` waits for the latter.
     ``models``
         Model names served by /api/tags and accepted elsewhere.
     """
@@ -625,9 +645,14 @@ class OllamaTestServer:
         self.stall_seconds: float = 30
         self.token_delay: float = 0.0
         self.completed_streams = 0
+        self.ended_streams = 0
+        self.gate = threading.Event()
+        self.gate.set()
+        self.held = threading.Event()
         self.verbose = verbose
         self._port = port
         self._lock = threading.Lock()
+        self._streams_changed = threading.Condition()
         self._stop_event = threading.Event()
         self._httpd: _HTTPServer | None = None
         self._serve_thread: threading.Thread | None = None
@@ -700,6 +725,7 @@ class OllamaTestServer:
         if httpd is None:
             return
         self._stop_event.set()
+        self.gate.set()
         httpd.shutdown()
         httpd.server_close()
         if self._serve_thread is not None:
@@ -713,6 +739,12 @@ class OllamaTestServer:
         deadline = time.monotonic() + timeout
         for _, thread in connections:
             thread.join(max(0.0, deadline - time.monotonic()))
+
+    def wait_for_ended_streams(self, count: int, timeout: float = 60) -> bool:
+        """Whether `count` streamed answers have ended (see ``ended_streams``) within
+        `timeout` seconds."""
+        with self._streams_changed:
+            return self._streams_changed.wait_for(lambda: self.ended_streams >= count, timeout)
 
     def __enter__(self) -> OllamaTestServer:
         return self.start()

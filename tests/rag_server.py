@@ -6,6 +6,7 @@ import contextlib
 import json
 import os
 import shutil
+import socket
 import subprocess
 import time
 from collections.abc import Callable, Iterator
@@ -15,7 +16,21 @@ from typing import Any
 import httpx
 
 from tests.conftest import RAG, SEEDS
-from tests.ollama_server import free_port_with_nothing_listening as free_port
+
+
+def reserve_port() -> socket.socket:
+    """A localhost port for a server started in a subprocess, held by the returned socket
+    (its port: `.getsockname()[1]`) until that is closed.
+
+    A port found free, closed and handed on can be taken in the seconds the server needs to
+    start (the kernel gives it to any other socket that binds port 0 or connects out): the
+    server then fails to bind. This socket stays bound, never listening, with SO_REUSEADDR:
+    the kernel gives the port to no one else, and a server that binds it with SO_REUSEADDR
+    too (uvicorn, `chroma run`, rag's own port check) listens on it."""
+    sock = socket.socket(socket.AF_INET, socket.SOCK_STREAM)
+    sock.setsockopt(socket.SOL_SOCKET, socket.SO_REUSEADDR, 1)
+    sock.bind(("127.0.0.1", 0))
+    return sock
 
 
 class RagServer:
@@ -23,7 +38,8 @@ class RagServer:
 
     def __init__(self, home: Path, workdir: Path, env: dict[str, str]) -> None:
         self.home, self.workdir, self.extra_env = home, workdir, env
-        self.port = free_port()
+        self._port_hold: socket.socket | None = reserve_port()
+        self.port = self._port_hold.getsockname()[1]
         self.url = f"http://127.0.0.1:{self.port}"
         self.proc: subprocess.Popen[bytes] | None = None
         self.log_path = workdir / "serve.log"
@@ -38,7 +54,9 @@ class RagServer:
         deadline = time.monotonic() + timeout
         while time.monotonic() < deadline:
             if self.proc.poll() is not None:
-                raise RuntimeError(f"rag serve exited with {self.proc.returncode}:\n{self.log()}")
+                code = self.proc.returncode
+                self.stop()
+                raise RuntimeError(f"rag serve exited with {code}:\n{self.log()}")
             try:
                 if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
                     return self
@@ -52,16 +70,19 @@ class RagServer:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
 
     def stop(self) -> None:
-        if self.proc is None:
-            return
         proc, self.proc = self.proc, None
-        if proc.poll() is None:
-            proc.terminate()
-            try:
-                proc.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                proc.kill()
-                proc.wait(timeout=5)
+        try:
+            if proc is not None and proc.poll() is None:
+                proc.terminate()
+                try:
+                    proc.wait(timeout=15)
+                except subprocess.TimeoutExpired:
+                    proc.kill()
+                    proc.wait(timeout=5)
+        finally:
+            hold, self._port_hold = self._port_hold, None
+            if hold is not None:
+                hold.close()
 
 
 def copy_home(seeded_home: Path, dest: Path) -> Path:

@@ -12,12 +12,13 @@ import httpx
 import pytest
 
 from tests.conftest import SEEDS
-from tests.rag_server import free_port
+from tests.rag_server import reserve_port
 
 
 @pytest.fixture(scope="module")
 def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
-    port = free_port()
+    hold = reserve_port()  # held until the server is stopped: no one else gets the port
+    port = hold.getsockname()[1]
     path = tmp_path_factory.mktemp("chroma-server")
     chroma = Path(sys.executable).parent / "chroma"
     proc = subprocess.Popen([str(chroma), "run", "--path", str(path), "--host", "127.0.0.1",
@@ -38,6 +39,7 @@ def chroma_url(tmp_path_factory: pytest.TempPathFactory) -> Iterator[str]:
     finally:
         proc.terminate()
         proc.wait(timeout=20)
+        hold.close()
 
 
 def test_replicas_share_one_index(chroma_url: str, tmp_path: Path) -> None:

@@ -285,7 +285,7 @@ def test_two_ingests_at_once_the_second_waits_and_nothing_is_corrupted(tmp_path:
     assert index_problems(home, [corpus, extra]) == []
 
 
-# -- a running `rag serve` (shared by the tests below, which run in this order) ------------------
+# -- a running `rag serve` (shared by the two tests below, in either order) ----------------------
 
 
 @pytest.fixture(scope="module")
@@ -456,35 +456,41 @@ def test_index_read_only_under_a_running_server(server: RagServer, tmp_path: Pat
         undo_read_only(server.home)
 
 
-def test_index_deleted_or_replaced_under_a_running_server(server: RagServer, seeded_settings) -> None:  # type: ignore[no-untyped-def]
-    logged = len(server.log())
-    chroma = server.home / "chroma"
+def test_index_deleted_or_replaced_under_a_running_server(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    # A server of its own: the index is deleted under it, which leaves it of no use to another test.
+    with serving(seeded_settings.home, tmp_path, {}) as server:
+        # it has answered before: its store holds the index's files open
+        found = httpx.get(f"{server.url}/search", params={"q": "Skrull"}, timeout=60)
+        assert found.status_code == 200 and found.json()["results"]
+        assert ask(server).status_code == 200
+        logged = len(server.log())
+        chroma = server.home / "chroma"
 
-    def check_requests(state: str) -> None:
-        time.sleep(1.1)  # past the store's version cache (VERSION_TTL)
-        for name, resp in (
-                ("search", httpx.get(f"{server.url}/search", params={"q": "Skrull"}, timeout=60)),
-                ("ask", ask(server)),
-                ("papers", httpx.get(f"{server.url}/papers", timeout=60))):
-            assert resp.status_code == 500, (state, name, resp.text)
-            body = resp.json()  # JSON, never a traceback
-            assert body["type"] == "IndexStoreError", (state, name, body)
-            assert f"the index at {chroma} was deleted or replaced" in body["error"], (state, body)
-            assert f"rm -rf {chroma} && rag ingest" in body["hint"], (state, body)
-            assert "restart `rag serve`" in body["hint"], (state, body)
-        health = httpx.get(f"{server.url}/health", timeout=30)  # always answers
-        assert health.status_code == 200, (state, health.text)
-        assert health.json()["papers"] == 0, (state, health.json())
+        def check_requests(state: str) -> None:
+            time.sleep(1.1)  # past the store's version cache (VERSION_TTL)
+            for name, resp in (
+                    ("search", httpx.get(f"{server.url}/search", params={"q": "Skrull"}, timeout=60)),
+                    ("ask", ask(server)),
+                    ("papers", httpx.get(f"{server.url}/papers", timeout=60))):
+                assert resp.status_code == 500, (state, name, resp.text)
+                body = resp.json()  # JSON, never a traceback
+                assert body["type"] == "IndexStoreError", (state, name, body)
+                assert f"the index at {chroma} was deleted or replaced" in body["error"], (state, body)
+                assert f"rm -rf {chroma} && rag ingest" in body["hint"], (state, body)
+                assert "restart `rag serve`" in body["hint"], (state, body)
+            health = httpx.get(f"{server.url}/health", timeout=30)  # always answers
+            assert health.status_code == 200, (state, health.text)
+            assert health.json()["papers"] == 0, (state, health.json())
 
-    # Deleted: Chroma would answer from the files it holds open until it opens one anew (a
-    # cold path fails at once, a warm one much later); the server says what happened.
-    shutil.rmtree(chroma)
-    check_requests("deleted")
-    # Rebuilt under it: its open files are the old, deleted ones; it must be restarted.
-    shutil.copytree(seeded_settings.home / "chroma", chroma)
-    check_requests("replaced")
-    assert server.proc is not None and server.proc.poll() is None
-    assert "Traceback" not in server.log()[logged:]
+        # Deleted: Chroma would answer from the files it holds open until it opens one anew (a
+        # cold path fails at once, a warm one much later); the server says what happened.
+        shutil.rmtree(chroma)
+        check_requests("deleted")
+        # Rebuilt under it: its open files are the old, deleted ones; it must be restarted.
+        shutil.copytree(seeded_settings.home / "chroma", chroma)
+        check_requests("replaced")
+        assert server.proc is not None and server.proc.poll() is None
+        assert "Traceback" not in server.log()[logged:]
 
 
 # -- 5. a damaged collection ----------------------------------------------------------------------

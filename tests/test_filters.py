@@ -148,24 +148,36 @@ def test_parse_keeps_positional_form_and_takes_category_by_keyword() -> None:
 # -- an index of the previous format --------------------------------------------------------
 
 
+# The keys format 3 and 4 added to every chunk: native filters' arrays, LlamaIndex's node keys.
+NEWER_KEYS = ("venue_words", "categories", "_node_content", "_node_type", "ref_doc_id", "doc_id",
+              "document_id")
+
+
 def _downgrade(store: Store) -> None:
-    """What the previous release wrote: sentences one per record in `<name>-sentences`, no
-    filter metadata on chunks, no `format` on the collection."""
+    """What the previous release wrote: sentences one per record in `<name>-sentences`, chunks
+    with their own texts and vectors but no filter metadata, no `format` on the collection.
+
+    The chunk collection is written afresh, as that release's ingest wrote it, with the real,
+    distinct chunk vectors. Neither identical vectors nor deleting every record and adding it
+    again in the same collection: both leave an HNSW graph in which a filtered search can
+    miss a record that matches (a few runs in a hundred), which no ingest ever made."""
     ids = store.sentences_collection.get(include=[])["ids"]
     old = store.client.create_collection(f"{store.name}-sentences", embedding_function=None)
     for pid, (texts, vecs) in store.sentences(ids).items():
         old.add(ids=[f"{pid}#s{i}" for i in range(len(texts))], documents=texts,
                 metadatas=[{"paper_id": pid, "n": i} for i in range(len(texts))], embeddings=vecs)
     store.client.delete_collection(f"{store.name}-paper-sentences")
-    page = store.collection.get(include=["metadatas"])
-    metas = [{k: v for k, v in m.items() if k not in ("venue_words", "categories")}
-             for m in page["metadatas"]]
-    store.collection.delete(ids=page["ids"])
-    vecs = np.asarray([[1.0] + [0.0] * (DIM - 1)] * len(metas), dtype=np.float32)
-    store.collection.add(ids=page["ids"], metadatas=metas, embeddings=vecs,
-                         documents=["x"] * len(metas))
+    page = store.collection.get(include=["metadatas", "documents", "embeddings"])
+    metas = [{k: v for k, v in m.items() if k not in NEWER_KEYS} for m in page["metadatas"]]
+    assert len({tuple(v) for v in page["embeddings"]}) == len(metas)  # distinct, as ingest wrote
     meta = {k: v for k, v in (store.collection.metadata or {}).items() if k != "format"}
-    store.collection.modify(metadata=meta)
+    store.client.delete_collection(store.name)
+    chunks = store.client.create_collection(
+        store.name, metadata=meta, embedding_function=None,
+        configuration={"hnsw": {"space": "cosine", "ef_construction": 200, "ef_search": 200,
+                                "max_neighbors": 32}})
+    chunks.add(ids=page["ids"], metadatas=metas, embeddings=page["embeddings"],
+               documents=page["documents"])
 
 
 def test_previous_format_is_refused_with_a_message_then_upgraded(tmp_path: Path) -> None:

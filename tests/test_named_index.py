@@ -7,7 +7,7 @@ from pathlib import Path
 import pytest
 
 from tests.conftest import SEEDS, run_rag
-from tests.ollama_server import free_port_with_nothing_listening as free_port
+from tests.rag_server import reserve_port
 
 
 def _env(home: Path, **extra: str) -> dict[str, str]:
@@ -41,7 +41,8 @@ def test_a_failed_ingest_into_a_named_index_does_not_show_the_seeds(tmp_path: Pa
 
 
 def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
-    res = run_rag("serve", "--port", str(free_port()), "--index", "mine", cwd=tmp_path,
-                  env=_env(tmp_path / ".rag"))
+    with reserve_port() as hold:  # a port taken meanwhile would be exit 2, not the 3 checked
+        res = run_rag("serve", "--port", str(hold.getsockname()[1]), "--index", "mine",
+                      cwd=tmp_path, env=_env(tmp_path / ".rag"))
     assert res.returncode == 3, res.stderr
     assert "the index 'mine' is empty" in res.stderr and "--index mine" in res.stderr

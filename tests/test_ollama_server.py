@@ -353,12 +353,11 @@ def test_stall_times_out(server, stream):
     with ollama.Client(host=server.url, timeout=1) as slow:
         # The other endpoints keep answering immediately.
         assert slow.list().models and slow.show(MODEL).details
-        started = time.monotonic()
+        # The stall (30 s) outlasts the client's timeout (1 s): only that timeout ends it.
         with pytest.raises(httpx.ReadTimeout):  # not wrapped by the ollama client
             reply = slow.chat(model=MODEL, messages=MESSAGES, stream=stream)
             if stream:
                 list(reply)
-        assert time.monotonic() - started < 3
 
 
 @pytest.mark.parametrize("stream", [True, False])
@@ -381,10 +380,11 @@ def test_refused_port(stream):
 
 def test_stop_interrupts_a_stall_and_does_not_hang():
     srv = OllamaTestServer(behaviour="stall").start()
+    srv.stall_seconds = 120  # far longer than stop() waits for its handlers
     outcome = []
 
     def ask():
-        with ollama.Client(host=srv.url, timeout=10) as cl:
+        with ollama.Client(host=srv.url, timeout=60) as cl:
             try:
                 cl.chat(model=MODEL, messages=MESSAGES, stream=False)
             except Exception as exc:  # noqa: BLE001 - recorded for the assertion below
@@ -392,13 +392,15 @@ def test_stop_interrupts_a_stall_and_does_not_hang():
 
     asker = threading.Thread(target=ask)
     asker.start()
-    deadline = time.monotonic() + 5
+    deadline = time.monotonic() + 30
     while not srv.requests and time.monotonic() < deadline:
         time.sleep(0.01)
-    started = time.monotonic()
-    srv.stop()
-    assert time.monotonic() - started < 1.5
-    asker.join(5)
+    handlers = list(srv._connections.values())
+    assert handlers
+    srv.stop(timeout=30)
+    # stop() waits for the handlers with a bound; they ended because it interrupted the stall
+    assert not any(thread.is_alive() for thread in handlers)
+    asker.join(30)
     assert not asker.is_alive()
     # The stalled request is hung up on without a response.
     assert len(outcome) == 1 and isinstance(outcome[0], httpx.RemoteProtocolError)

@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import json
 import tempfile
-import time
 from itertools import islice
 from pathlib import Path
 
@@ -357,8 +356,10 @@ def test_invalid_utf8_names_the_line(tmp_path: Path) -> None:
     assert info.value.line == 3 and "dump.txt:3:" in str(info.value)
 
 
+# A hang guard, not a speed figure (that is benchmarks/parse_worst_case.py: ~40 ms): label
+# detection once took minutes on a run of capitals.
+@pytest.mark.timeout(60)
 def test_too_long_abstract_is_an_error_and_parsing_stays_fast(tmp_path: Path) -> None:
-    started = time.perf_counter()
     # a 30,000-character line; a run of capitals used to make label detection take minutes
     r = parse(tmp_path, "Abstract:We propose " + "A" * 30_000 + ".\nAbstract:We propose Foo, a tool.\n")
     assert [p.label for p in r.papers] == ["Foo"]
@@ -367,7 +368,6 @@ def test_too_long_abstract_is_an_error_and_parsing_stays_fast(tmp_path: Path) ->
     # the longest abstract that is allowed, made of capitals, still gets a label quickly
     r = parse(tmp_path, "Abstract:We propose " + "A-" * 9_000 + " " + "B" * 1_000 + ".\n")
     assert len(r.papers) == 1
-    assert time.perf_counter() - started < 5
 
 
 def test_file_over_the_size_limit_is_refused(tmp_path: Path) -> None:

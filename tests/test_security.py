@@ -23,9 +23,9 @@ class _Payload:
 
 
 def test_planted_pickle_in_the_cache_does_not_run(fresh_settings, tmp_path: Path) -> None:
-    from rag.retrieve import hybrid as retrieve
     from rag.ingest import ingest
     from rag.retrieve import Retriever
+    from rag.retrieve import hybrid as retrieve
 
     ingest([SEEDS], fresh_settings, show_progress=False)
     store = Retriever(fresh_settings).store
@@ -50,9 +50,9 @@ def test_planted_pickle_in_the_cache_does_not_run(fresh_settings, tmp_path: Path
 
 
 def test_corrupt_snapshot_cache_is_rebuilt(fresh_settings) -> None:
-    from rag.retrieve import hybrid as retrieve
     from rag.ingest import ingest
     from rag.retrieve import Retriever
+    from rag.retrieve import hybrid as retrieve
 
     ingest([SEEDS], fresh_settings, show_progress=False)
     first = Retriever(fresh_settings).search("long-context fine-tuning", k=3)
@@ -229,7 +229,8 @@ def test_foreign_host_is_refused_without_a_key(seeded_settings) -> None:  # type
         assert client.get("/health", headers={"Host": "rag.lan:8000"}).status_code == 200
 
 
-def test_a_paper_ingested_by_another_process_is_found_by_both_halves(workdir: Path) -> None:
+def test_a_paper_ingested_by_another_process_is_found_by_both_halves(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import json
 
     from rag.config import Settings
@@ -245,9 +246,8 @@ def test_a_paper_ingested_by_another_process_is_found_by_both_halves(workdir: Pa
         "abstract": "We measure how quokkas hibernate in alpine burrows over three winters."}) + "\n")
     done = run_rag("ingest", "-q", "new.jsonl", cwd=workdir, env={"RAG_HOME": str(workdir / "h")})
     assert done.returncode == 0, done.stderr
-    import time
-
-    time.sleep(1.1)  # past Store's VERSION_TTL: the write counter is read again
+    # the store's version cache has expired (VERSION_TTL): the write counter is read again
+    monkeypatch.setattr("rag.store.collection.VERSION_TTL", -1.0)
     hits = retriever.search("quokka hibernation in burrows", k=3)
     assert hits and hits[0].paper.paper_id == "zq1"
     assert hits[0].relevance > 0.3
@@ -274,9 +274,9 @@ def test_jsonl_null_id_is_like_a_missing_id(workdir: Path) -> None:
     assert result.returncode == 0, result.stderr
 
 
-def test_health_reports_a_data_dir_deleted_under_the_server(workdir: Path) -> None:
+def test_health_reports_a_data_dir_deleted_under_the_server(
+        workdir: Path, monkeypatch: pytest.MonkeyPatch) -> None:
     import shutil
-    import time
 
     from fastapi.testclient import TestClient
 
@@ -287,7 +287,7 @@ def test_health_reports_a_data_dir_deleted_under_the_server(workdir: Path) -> No
     with TestClient(create_app(settings)) as client:
         assert client.get("/health").json()["status"] == "ok"
         shutil.rmtree(workdir / "h")
-        time.sleep(1.1)  # past Store's VERSION_TTL
+        monkeypatch.setattr("rag.store.collection.VERSION_TTL", -1.0)  # the cache has expired
         health = client.get("/health").json()
         assert health["status"] != "ok"
         assert "deleted" in health["index_error"]
