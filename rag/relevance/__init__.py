@@ -102,10 +102,15 @@ def load_params(path: Path | None = None) -> dict[str, Any]:
         with_model = float(data["answer_with_model"])
         if not 0.0 <= with_model <= 1.0:
             raise ValueError(f"answer_with_model {with_model} is not a probability")
+        relative = [str(n) for n in data["index_relative"]]
+        if set(relative) - set(QUESTION_FEATURES) - set(PAPER_FEATURES):
+            raise ValueError(f"index_relative names unknown features {relative}")
+        smallest = int(data["min_index_papers"])
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RelevanceParamsError(f"{where}: the fitted relevance parameters are corrupt ({exc})",
                                    hint) from None
-    return {"models": models, "pool": pool, "answer_with_model": with_model}
+    return {"models": models, "pool": pool, "answer_with_model": with_model,
+            "index_relative": relative, "min_index_papers": smallest}
 
 
 class Relevance:
@@ -116,6 +121,11 @@ class Relevance:
         self.models: dict[str, Model] = params["models"]
         self.pool = params["pool"]
         self.answer_with_model: float = params.get("answer_with_model", 0.0)
+        # Features measured against the other candidates or this index's own statistics, and
+        # the smallest index the models were fitted on: in a smaller index they count as
+        # their fitted mean (scripts/fit_relevance.py, INDEX_RELATIVE).
+        self.index_relative: set[str] = set(params.get("index_relative", ()))
+        self.min_index_papers: int = params.get("min_index_papers", 0)
         self._reranker = reranker
         self._stats: tuple[int, index_stats.IndexStats] | None = None
         self._terms: dict[str, list[set[str]]] = {}
@@ -209,6 +219,8 @@ class Relevance:
         model = self.models["member" if list_question else "source"]
         probs = model.probabilities(m.rows)
         qrow = measured.question_row(self, question, m, probs, list_question)
+        if len(self.retriever.snapshot().papers) < self.min_index_papers:
+            qrow = self.models["answer"].neutral(qrow, self.index_relative)
         p_answer = self.models["answer"].probability(qrow)
         scores = {h.paper.paper_id: float(p) for h, p in zip(hits, probs, strict=True)}
         named = m.named

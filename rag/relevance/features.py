@@ -143,6 +143,10 @@ class Model:
             raise ValueError(f"threshold {threshold} is not a probability")
         return cls(names, mean, scale, coef, bias, threshold)
 
+    def neutral(self, features: dict[str, float], names: set[str]) -> dict[str, float]:
+        """The features with `names` set to their fitted mean: no evidence either way."""
+        return {**features, **{n: float(self.mean[i]) for i, n in enumerate(self.names) if n in names}}
+
     def probability(self, features: dict[str, float]) -> float:
         x = np.array([features[n] for n in self.names], dtype=np.float64)
         z = float(((x - self.mean) / self.scale) @ self.coef + self.bias)
