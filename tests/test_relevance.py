@@ -27,7 +27,7 @@ def test_shipped_parameters_load() -> None:
 @pytest.mark.parametrize(("text", "problem"), [
     ("{not json", "corrupt"),
     (json.dumps({"format": 99, "models": {}, "pool": {}}), "format 99"),
-    (json.dumps({"format": 2, "models": {}, "pool": {}}), "corrupt"),
+    (json.dumps({"format": 1, "models": {}, "pool": {}}), "corrupt"),
 ])
 def test_broken_parameters_are_a_clear_error(tmp_path: Path, text: str, problem: str) -> None:
     path = tmp_path / "relevance_params.json"
@@ -59,8 +59,8 @@ def test_a_model_with_unknown_features_is_refused(tmp_path: Path) -> None:
     (lambda d: d["models"]["source"]["mean"].pop(), "one value per feature"),
     (lambda d: d["models"]["member"].__setitem__("threshold", 7.0), "not a probability"),
     (lambda d: d["models"]["sentence"]["scale"].__setitem__(0, 0.0), "scale is not positive"),
-    (lambda d: d.__setitem__("answer_with_model", -1), "not a probability"),
-    (lambda d: d["pool"].__setitem__("ce_fact", 0), "pool sizes"),
+    (lambda d: d["pool"].__setitem__("fact", 0), "at least 1"),
+    (lambda d: d["pool"].pop("list_max"), "pool needs"),
 ])
 def test_a_spoilt_parameters_file_is_refused_not_declining_everything(
         tmp_path: Path, spoil: Any, problem: str) -> None:
@@ -91,8 +91,7 @@ class _Relevance:
     def pool_size(self, list_question: bool) -> int:
         return 100
 
-    def decide(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str,
-               with_model: bool = False) -> Decision:
+    def decide(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str) -> Decision:
         return Decision(True, 0.99, hits, {h.paper.paper_id: 0.9 for h in hits}, [])
 
     def prime(self, papers: list[Paper]) -> None:

@@ -29,11 +29,9 @@ class ExtractiveWriter:
         self.judge = judge
         self.relevance = relevance or Relevance.load(retriever, judge)
 
-    def sentence_scores(self, aspect: str, qvec: np.ndarray, paper: Paper,
-                        asked: str | None = None) -> list[tuple[float, str]]:
-        """(P(the sentence answers), sentence) for each sentence of the abstract, best first
-        (`qvec` embeds `aspect`, the question without the paper's name; `asked`: as asked)."""
-        return self.relevance.best_sentences(aspect, paper, qvec, asked)
+    def sentence_scores(self, question: str, qvec: np.ndarray, paper: Paper) -> list[tuple[float, str]]:
+        """(P(the sentence answers), sentence) for each sentence of the abstract, best first."""
+        return self.relevance.best_sentences(question, paper, qvec)
 
     def list_lines(self, question: str, sources: list[Source]) -> str:
         """One line per paper: the sentence that says what it contributes to the topic."""
@@ -80,8 +78,7 @@ class ExtractiveWriter:
         # best sentence of the first answers, and sentences the sentence model accepts join it.
         bound = self.relevance.models["sentence"].threshold
         papers = _subject(named, question) or sources[:2]
-        scored = [(p, sent, s) for s in papers
-                  for p, sent in self.sentence_scores(aspect, qvec, s.paper, question)]
+        scored = [(p, sent, s) for s in papers for p, sent in self.sentence_scores(aspect, qvec, s.paper)]
         if not scored:
             return NO_ANSWER
         first = scored[0]

@@ -133,8 +133,7 @@ class Pipeline:
         run = _Run(question, standalone)
 
         t0 = time.perf_counter()
-        chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters,
-                                     with_model=client is not None)
+        chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters)
         run.timings["retrieve"] = (time.perf_counter() - t0) * 1000
         judge = self.judge
         if opts.judge == "ollama":
@@ -189,7 +188,7 @@ class Pipeline:
         else:
             if client is None or not sources:
                 text = self.extractive.write(standalone, sources, chosen.list_question) \
-                    if sources and not chosen.borderline else NO_ANSWER
+                    if sources else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms

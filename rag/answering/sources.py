@@ -24,9 +24,6 @@ class Selection:
     sources: list[Source]  # numbered 1..n in the order the writer sees them
     list_question: bool
     matched: int  # papers judged relevant
-    # Answerable only because a model writes the answer (the offline answerer would decline):
-    # if the model cannot be reached, the offline answer declines.
-    borderline: bool = False
 
 
 class SourceChooser:
@@ -35,22 +32,16 @@ class SourceChooser:
         self.judge = judge
         self.relevance = relevance or Relevance.load(retriever, judge)
 
-    def decide(self, question: str, filters: Filters | None, list_question: bool,
-               with_model: bool = False) -> Decision:
+    def decide(self, question: str, filters: Filters | None, list_question: bool) -> Decision:
         """The relevance decision over the papers retrieval finds for the question (for a list
         question: for its topic, from a pool that grows with the index)."""
         topic = topic_of(question) if list_question else question
         hits = self.retriever.search(topic, self.relevance.pool_size(list_question), filters)
-        return self.relevance.decide(question, hits, list_question=list_question, topic=topic,
-                                     with_model=with_model)
+        return self.relevance.decide(question, hits, list_question=list_question, topic=topic)
 
-    def choose(self, question: str, k: int, filters: Filters | None,
-               with_model: bool = False) -> Selection:
-        """`with_model`: a model writes the answer (it is told to say when the abstracts do
-        not answer, and is checked), so only a question the relevance model clearly declines
-        is declined before it is asked."""
+    def choose(self, question: str, k: int, filters: Filters | None) -> Selection:
         list_q = is_list_question(question)
-        decision = self.decide(question, filters, list_q, with_model)
+        decision = self.decide(question, filters, list_q)
         if not list_q and not decision.answerable:
             decision = self._summary_of_named(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
@@ -62,9 +53,7 @@ class SourceChooser:
         # the writers answer about that paper first.
         sources = [Source(i, h.paper, 1.0 if h.paper.paper_id in named else h.relevance)
                    for i, h in enumerate(chosen, 1)]
-        borderline = with_model and decision.answerable and \
-            decision.p_answerable < self.relevance.models["answer"].threshold
-        return Selection(sources, list_q, len(decision.members), borderline)
+        return Selection(sources, list_q, len(decision.members))
 
     def _summary_of_named(self, question: str, decision: Decision) -> Decision:
         """"What is Skrull?" names a paper and asks for what its abstract is: answerable

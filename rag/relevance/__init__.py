@@ -4,28 +4,25 @@ answers, which paper a question names.
 
 Every number that decides is fitted by scripts/fit_relevance.py on the fit split of labelled
 questions over three corpora from different fields (seeds/: ML systems; PubMedQA:
-biomedicine; SciFact: biomedical claims), checked by fitting on two corpora and measuring on
-the third, and stored in rag/relevance/params.json; the script reports every figure on the
-held-out split too. The strongest features are a cross-encoder's (rag.relevance.reranker),
-which reads the question together with each candidate paper and sentence.
+biomedicine; SciFact: biomedical claims) and stored in rag/relevance/params.json; the script
+reports every figure on the held-out split too.
 
 The interface the answering core calls (stable):
 
     rel = Relevance.load(retriever, judge)        # RelevanceParamsError if params are missing/bad
     hits = retriever.search(topic_or_question, rel.pool_size(list_question), filters)
-    d = rel.decide(question, hits, list_question=..., topic=..., with_model=...)
-    d.answerable, d.p_answerable                  # answer or abstain (with a model writing the
-                                                  # answer, only a clear no abstains before it)
+    d = rel.decide(question, hits, list_question=..., topic=...)
+    d.answerable, d.p_answerable                  # answer or abstain
     d.members                                     # lists: every member (may exceed k, up to
                                                   # the pool, which grows with the index);
                                                   # facts: the papers to answer from, best first
     d.scores[paper_id]                            # P(member) for lists, P(answers) for facts
     d.named                                       # ids of papers the question names
-    rel.best_sentences(aspect, paper, qvec, asked) # [(P(sentence answers), sentence)], best first
+    rel.best_sentences(text, paper, qvec)         # [(P(sentence answers), sentence)], best first
 
-`qvec` is the embedding of `aspect` (`retriever.embed_query(aspect)`): for a fact question about
+`qvec` is the embedding of `text` (`retriever.embed_query(text)`): for a fact question about
 a named paper, pass the question without the paper's name, so that a sentence must match
-what is asked rather than the name; `asked` is the question as asked (the cross-encoder reads it).
+what is asked rather than the name.
 """
 
 from __future__ import annotations
@@ -44,22 +41,28 @@ from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.errors import RagError
 from rag.judge import Judge
-from rag.relevance import rows as measured
 from rag.relevance import stats as index_stats
 from rag.relevance.features import (
+    CONTRIBUTION,
     PAPER_FEATURES,
     QUESTION_FEATURES,
     SENTENCE_FEATURES,
+    WANTS_NUMBER,
     Model,
+    coverage,
+    has_number,
+    logit,
+    missing_max,
+    record_answers,
+    sentence_rows,
     terms,
+    unknown_share,
 )
-from rag.relevance.reranker import Reranker, get_reranker
-from rag.relevance.rows import MAX_NAME, Measured
 from rag.retrieve import PaperHit, Retriever
 from rag.retrieve import metadata as metadata_match
 
-PARAMS_FORMAT = 2
-POOL_KEYS = ("fact", "list", "list_divisor", "list_max", "ce_fact", "ce_list", "ce_sentence_papers")
+PARAMS_FORMAT = 1
+MAX_NAME = 30  # longer "names" are sentences (untitled papers' leads), not names
 
 
 class RelevanceParamsError(RagError):
@@ -96,50 +99,24 @@ def load_params(path: Path | None = None) -> dict[str, Any]:
             unknown = set(models[key].names) - set(names)
             if unknown:
                 raise ValueError(f"model `{key}` uses unknown features {sorted(unknown)}")
-        pool = {k: int(data["pool"][k]) for k in POOL_KEYS}
-        if min(pool.values()) < 1:
-            raise ValueError("pool sizes must be at least 1")
-        with_model = float(data["answer_with_model"])
-        if not 0.0 <= with_model <= 1.0:
-            raise ValueError(f"answer_with_model {with_model} is not a probability")
-        relative = [str(n) for n in data["index_relative"]]
-        if set(relative) - set(QUESTION_FEATURES) - set(PAPER_FEATURES):
-            raise ValueError(f"index_relative names unknown features {relative}")
-        smallest = int(data["min_index_papers"])
+        pool = {k: int(v) for k, v in data["pool"].items()}
+        if set(pool) != {"fact", "list", "list_divisor", "list_max"} or min(pool.values()) < 1:
+            raise ValueError("pool needs fact, list, list_divisor and list_max, each at least 1")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RelevanceParamsError(f"{where}: the fitted relevance parameters are corrupt ({exc})",
                                    hint) from None
-    return {"models": models, "pool": pool, "answer_with_model": with_model,
-            "index_relative": relative, "min_index_papers": smallest}
+    return {"models": models, "pool": pool}
 
 
 class Relevance:
-    def __init__(self, retriever: Retriever, judge: Judge, params: dict[str, Any],
-                 reranker: Reranker | None = None) -> None:
+    def __init__(self, retriever: Retriever, judge: Judge, params: dict[str, Any]) -> None:
         self.retriever = retriever
         self.judge = judge
         self.models: dict[str, Model] = params["models"]
         self.pool = params["pool"]
-        self.answer_with_model: float = params.get("answer_with_model", 0.0)
-        # Features measured against the other candidates or this index's own statistics, and
-        # the smallest index the models were fitted on: in a smaller index they count as
-        # their fitted mean (scripts/fit_relevance.py, INDEX_RELATIVE).
-        self.index_relative: set[str] = set(params.get("index_relative", ()))
-        self.min_index_papers: int = params.get("min_index_papers", 0)
-        self._reranker = reranker
         self._stats: tuple[int, index_stats.IndexStats] | None = None
         self._terms: dict[str, list[set[str]]] = {}
         self._lock = threading.Lock()
-
-    @property
-    def reranker(self) -> Reranker:
-        """The cross-encoder, loaded on first use (once per process)."""
-        if self._reranker is None:
-            from rag.embed import tokenizer_path
-
-            s = self.retriever.settings
-            self._reranker = get_reranker(tokenizer_path(s.model_cache), s.embed_threads)
-        return self._reranker
 
     @classmethod
     def load(cls, retriever: Retriever, judge: Judge, path: Path | None = None) -> Relevance:
@@ -171,7 +148,7 @@ class Relevance:
 
     # -- measurements ----------------------------------------------------------------------
 
-    def sentence_terms(self, abstract: str, sents: list[str]) -> list[set[str]]:
+    def _sentence_terms(self, abstract: str, sents: list[str]) -> list[set[str]]:
         with self._lock:
             hit = self._terms.get(abstract)
         if hit is None:
@@ -198,50 +175,147 @@ class Relevance:
                 out.append(p.paper_id)
         return out
 
+    def paper_rows(self, text: str, qvec: np.ndarray, hits: list[PaperHit],
+                   meta: dict[str, float], named: set[str]) -> list[dict[str, float]]:
+        """The features of each candidate paper for the question (or list topic) `text`."""
+        st = self.stats()
+        snap = self.retriever.snapshot()
+        self.prime([h.paper for h in hits])
+        asked = terms(text)
+        unknown = unknown_share(asked, st)
+        bm25: dict[str, float] = {}
+        for cid, score in snap.bm25_ranking(text, 2000):
+            pid = snap.chunk_paper.get(cid, "")
+            bm25[pid] = max(bm25.get(pid, 0.0), score)
+        top_bm25 = max((bm25.get(h.paper.paper_id, 0.0) for h in hits), default=0.0) or 1.0
+        sent_cos, cov_sent, cov_best, cov_doc, spread = [], [], [], [], []
+        for h in hits:
+            sents, vecs = self.judge.sentences(h.paper.abstract)
+            sims = vecs @ qvec
+            sent_terms = self._sentence_terms(h.paper.abstract, sents)
+            covs = [coverage(asked, t, st) for t in sent_terms]
+            sent_cos.append(float(sims.max()))
+            cov_sent.append(max(covs))
+            cov_best.append(covs[int(np.argmax(sims))])
+            title = terms(h.paper.title or "")
+            cov_doc.append(coverage(asked, set().union(title, *sent_terms), st))
+            # How much of the abstract is about it: a paper on the topic says so in several
+            # sentences, and in the one that states its contribution; a passing mention once.
+            name = short_label(h.paper.title, h.paper.label).lower()
+            own = [c for c, sent in zip(sims.tolist(), sents, strict=True)
+                   if CONTRIBUTION.search(sent) or (len(name) <= MAX_NAME and name in sent.lower())]
+            spread.append({
+                "cos_mean3": float(np.sort(sims)[-3:].mean()), "cos_mean": float(sims.mean()),
+                "contrib_cos": max(own) if own else float(sims.mean()),
+                "term_frac": sum(bool(asked & t) for t in sent_terms) / len(sent_terms),
+            })
+        best = max(sent_cos)
+        top_spread = float(np.std(sorted(sent_cos, reverse=True)[:20])) + 0.02
+        dense_rank = _ranks([h.relevance for h in hits])
+        bm25_rank = _ranks([bm25.get(h.paper.paper_id, -1.0) for h in hits])
+        rows = []
+        for i, h in enumerate(hits):
+            pid = h.paper.paper_id
+            rd, rb = np.log1p(dense_rank[i]), np.log1p(bm25_rank[i] if pid in bm25 else len(hits) + 1)
+            rows.append({
+                "cos_chunk": h.relevance, "cos_sent": sent_cos[i], "z_bg": st.z_background(sent_cos[i]),
+                "z_top": st.z_top(sent_cos[i]), "z_self": st.z_self(sent_cos[i]),
+                "rel_best": sent_cos[i] - best, "rel_best_z": (sent_cos[i] - best) / top_spread,
+                **spread[i], "cov_doc": cov_doc[i], "cov_sent": cov_sent[i],
+                "cov_best": cov_best[i], "bm25_rel": bm25.get(pid, 0.0) / top_bm25,
+                "log_rank": float(np.log1p(i + 1)), "log_rank_dense": float(rd),
+                "log_rank_bm25": float(rb), "rank_disagree": float(abs(rd - rb)),
+                "named": float(pid in named), "meta": min(meta.get(pid, 0.0), 4.0) / 4.0,
+                "unknown": unknown,
+            })
+        return rows
+
+    def question_row(self, question: str, text: str, qvec: np.ndarray, hits: list[PaperHit],
+                     rows: list[dict[str, float]], probs: np.ndarray, named: set[str],
+                     list_question: bool) -> dict[str, float]:
+        """The features of the question as a whole, from its best candidates (`text` is what
+        was matched: the question, or a list question's topic; `qvec` embeds it)."""
+        order = np.argsort(-probs)
+        top = hits[int(order[0])]
+        cos = sorted((r["cos_sent"] for r in rows), reverse=True)
+        aspect = text
+        if top.paper.paper_id in named:  # judge what is asked, not the name
+            name = short_label(top.paper.title, top.paper.label)
+            aspect = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?![\w-])", " ", text)
+        avec = self.retriever.embed_query(aspect) if aspect != text else qvec
+        sents, vecs = self.judge.sentences(top.paper.abstract)
+        sims = vecs @ avec
+        asked = terms(aspect)
+        st = self.stats()
+        sent_terms = self._sentence_terms(top.paper.abstract, sents)
+        covs = [coverage(asked, t, st) for t in sent_terms]
+        record = set().union(terms(top.paper.title or ""), *sent_terms)
+        best_sent = sents[int(np.argmax(sims))]
+        wants_number = bool(WANTS_NUMBER.search(question))
+        first = rows[int(order[0])]
+        return {
+            "p_top": logit(float(probs[order[0]])),
+            "p_second": logit(float(probs[order[1]])) if len(order) > 1 else logit(0.0),
+            "z_top_best": st.z_top(cos[0]), "z_self_best": st.z_self(cos[0]),
+            "gap": cos[0] - cos[1] if len(cos) > 1 else cos[0],
+            "cov_aspect": max(covs) if asked else 1.0,
+            "cov_aspect_doc": coverage(asked, record, st) if asked else 1.0,
+            "miss_max": missing_max(asked, record, st), "cos_aspect": float(sims.max()),
+            "named": float(bool(named)), "meta": max(r["meta"] for r in rows),
+            # A record field answers only about a paper the question names ("When was POMP
+            # created?"): any index's top paper has a date, whatever the question is about.
+            "record": record_answers(question, top.paper)
+            if top.paper.paper_id in named or first["meta"] > 0 else 0.0,
+            "unknown": first["unknown"], "wants_number": float(wants_number),
+            "number_in_best": float(wants_number and has_number(best_sent)),
+            "is_list": float(list_question),
+        }
+
     # -- decisions -------------------------------------------------------------------------
 
-    def measure(self, question: str, hits: list[PaperHit], *, list_question: bool,
-                topic: str) -> Measured:
-        """Every candidate's features (what decide() weighs; scripts/fit_relevance.py too)."""
-        snap = self.retriever.snapshot()
-        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(question)}
-        return measured.measure(self, question, topic if list_question else question, hits,
-                                list_question, meta)
-
     def decide(self, question: str, hits: list[PaperHit], *, list_question: bool,
-               topic: str, with_model: bool = False) -> Decision:
-        """Answer or abstain, and which papers: see the module docstring. `with_model`: a model
-        writes the answer and may itself say the abstracts do not answer, so only a question
-        the answer model clearly declines is declined here."""
+               topic: str) -> Decision:
+        """Answer or abstain, and which papers: see the module docstring."""
         if not hits:
             return Decision(False, 0.0, [], {}, [])
-        m = self.measure(question, hits, list_question=list_question, topic=topic)
+        text = topic if list_question else question
+        snap = self.retriever.snapshot()
+        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(question)}
+        named = set(self.named(question, [h.paper for h in hits]))
+        qvec = self.retriever.embed_query(text)
+        rows = self.paper_rows(text, qvec, hits, meta, named)
         model = self.models["member" if list_question else "source"]
-        probs = model.probabilities(m.rows)
-        qrow = measured.question_row(self, question, m, probs, list_question)
-        if len(self.retriever.snapshot().papers) < self.min_index_papers:
-            qrow = self.models["answer"].neutral(qrow, self.index_relative)
+        probs = model.probabilities(rows)
+        qrow = self.question_row(question, text, qvec, hits, rows, probs, named, list_question)
         p_answer = self.models["answer"].probability(qrow)
         scores = {h.paper.paper_id: float(p) for h, p in zip(hits, probs, strict=True)}
-        named = m.named
         ranked = sorted(hits, key=lambda h: (-(h.paper.paper_id in named) * (not list_question),
                                              -scores[h.paper.paper_id]))
-        bound = self.answer_with_model if with_model else self.models["answer"].threshold
-        answerable = p_answer >= bound
+        answerable = p_answer >= self.models["answer"].threshold
         # A paper the question names by name is a source of a fact answer whatever its score
         # ("How do Skrull and DeepSpeed-Ulysses handle ...?" is answered from both).
         members = [h for h in ranked if scores[h.paper.paper_id] >= model.threshold
                    or (not list_question and h.paper.paper_id in named)] if answerable else []
         if answerable and not members:
             members = ranked[:1]
-        named_ids = [h.paper.paper_id for h in ranked if h.paper.paper_id in named or m.meta.get(h.paper.paper_id)]
+        named_ids = [h.paper.paper_id for h in ranked if h.paper.paper_id in named or meta.get(h.paper.paper_id)]
         return Decision(answerable, p_answer, members, scores, named_ids)
 
-    def best_sentences(self, aspect: str, paper: Paper, qvec: np.ndarray,
-                       asked: str | None = None) -> list[tuple[float, str]]:
+    def best_sentences(self, question: str, paper: Paper, qvec: np.ndarray) -> list[tuple[float, str]]:
         """The sentences of the paper's abstract with the probability that each answers the
-        question, best first (`qvec` embeds `aspect`; `asked`: the question as asked)."""
+        question (`qvec` embeds `question`), best first."""
         self.prime([paper])
-        sents, rows = measured.sentence_rows(self, aspect, paper.abstract, qvec, asked or aspect)
+        sents, vecs = self.judge.sentences(paper.abstract)
+        rows = sentence_rows(terms(question), vecs @ qvec, self._sentence_terms(paper.abstract, sents),
+                             sents, bool(WANTS_NUMBER.search(question)), self.stats())
         probs = self.models["sentence"].probabilities(rows)
         return sorted(zip(probs.tolist(), sents, strict=True), key=lambda t: -t[0])
+
+
+def _ranks(values: list[float]) -> list[int]:
+    """1-based rank of each value, largest first."""
+    order = sorted(range(len(values)), key=lambda i: -values[i])
+    out = [0] * len(values)
+    for r, i in enumerate(order, 1):
+        out[i] = r
+    return out

@@ -4,10 +4,8 @@ Per candidate paper: dense cosine (best chunk, best sentence), the same relative
 candidate and to this index's normal (rag.relevance.stats), BM25 relative to the best BM25
 score, the ranks in each ranking and their disagreement, IDF-weighted coverage of the
 question's content words by the best sentence and by the whole record, whether the question
-names the paper (its name, or its record's fields: rag.retrieve.metadata), and the
-cross-encoder's reading of the question with the paper and with its best sentences (rag.relevance.
-reranker). Per sentence: cosine, coverage, a number where the question asks for one, where in
-the abstract it stands, and the cross-encoder's score.
+names the paper (its name, or its record's fields: rag.retrieve.metadata). Per sentence: cosine,
+coverage, a number where the question asks for one, and where in the abstract it stands.
 
 `Model` is a logistic regression (weights in rag/relevance/params.json, written by
 scripts/fit_relevance.py); predicting is a dot product, so numpy is all it needs.
@@ -54,23 +52,19 @@ WANTS_NUMBER = re.compile(
 _NUMBER = re.compile(r"\d")
 _URL = re.compile(r"\S*(?:https?://|www\.|github\.com)\S*")
 
-# Every feature the rows carry (rag/relevance/rows.py); each fitted model uses the subset that
-# scripts/fit_relevance.py kept (a feature that does not help on a corpus it was not fitted
-# on is dropped there).
 PAPER_FEATURES = (
     "cos_chunk", "cos_sent", "z_bg", "z_top", "z_self", "rel_best", "rel_best_z", "cos_mean3",
     "cos_mean", "contrib_cos", "term_frac", "cov_doc", "cov_sent", "cov_best", "bm25_rel",
     "log_rank", "log_rank_dense", "log_rank_bm25", "rank_disagree", "named", "meta", "unknown",
-    "ce_paper", "ce_unread", "ce_rel", "ce_sent",
 )
 QUESTION_FEATURES = (
     "p_top", "p_second", "z_top_best", "z_self_best", "gap", "cov_aspect", "cov_aspect_doc",
     "miss_max", "cos_aspect", "named", "meta", "record", "unknown", "wants_number",
-    "number_in_best", "is_list", "ce_top", "ce_gap", "ce_sent_top",
+    "number_in_best", "is_list",
 )
 SENTENCE_FEATURES = (
     "cos", "rel_best", "cov", "cov_rel", "number_match", "number_missing", "position", "is_last",
-    "is_first", "ce", "ce_rel",
+    "is_first",
 )
 
 
@@ -143,10 +137,6 @@ class Model:
             raise ValueError(f"threshold {threshold} is not a probability")
         return cls(names, mean, scale, coef, bias, threshold)
 
-    def neutral(self, features: dict[str, float], names: set[str]) -> dict[str, float]:
-        """The features with `names` set to their fitted mean: no evidence either way."""
-        return {**features, **{n: float(self.mean[i]) for i, n in enumerate(self.names) if n in names}}
-
     def probability(self, features: dict[str, float]) -> float:
         x = np.array([features[n] for n in self.names], dtype=np.float64)
         z = float(((x - self.mean) / self.scale) @ self.coef + self.bias)
@@ -158,3 +148,22 @@ class Model:
         x = np.array([[r[n] for n in self.names] for r in rows], dtype=np.float64)
         z = ((x - self.mean) / self.scale) @ self.coef + self.bias
         return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
+
+
+def sentence_rows(asked: set[str], sims: np.ndarray, sent_terms: list[set[str]],
+                  sents: list[str], wants_number: bool, stats: IndexStats) -> list[dict[str, float]]:
+    """The features of each sentence of one abstract for one question."""
+    covs = [coverage(asked, t, stats) for t in sent_terms]
+    best_cos, best_cov = float(sims.max()), max(covs)
+    n = len(sents)
+    rows = []
+    for i, (sent, sim, cov) in enumerate(zip(sents, sims.tolist(), covs, strict=True)):
+        number = has_number(sent)
+        rows.append({
+            "cos": sim, "rel_best": sim - best_cos, "cov": cov, "cov_rel": cov - best_cov,
+            "number_match": float(wants_number and number),
+            "number_missing": float(wants_number and not number),
+            "position": i / max(1, n - 1), "is_last": float(i == n - 1 and n > 1),
+            "is_first": float(i == 0),
+        })
+    return rows
