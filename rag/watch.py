@@ -95,6 +95,9 @@ def sync(paths: Iterable[Path], settings: Settings, store: Store | None = None) 
             try:
                 gone = {pid for pid, source in target.source_paths().items()
                         if _under(source, roots) and not Path(source).exists()}
+                if gone:  # a paper merged from several files stays while one of them is there
+                    gone -= {p.paper_id for p in target.papers() if p.paper_id in gone and any(
+                        Path(str(e.get("source", ""))).exists() for e in p.sources)}
                 if gone:
                     target.write([], delete_papers=gone)
                 done.removed = len(gone)
