@@ -20,7 +20,7 @@ import copy
 import unicodedata
 from dataclasses import dataclass
 
-from rag.corpus.paper import Paper, norm_text, sha
+from rag.corpus.paper import Paper, norm_text, sha, strip_doi_link
 
 PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
 
@@ -49,12 +49,8 @@ def where(p: Paper) -> str:
 
 
 def norm_doi(doi: str | None) -> str | None:
-    if not doi:
-        return None
-    d = doi.strip().lower()
-    for prefix in ("https://doi.org/", "http://doi.org/", "https://dx.doi.org/", "http://dx.doi.org/", "doi:"):
-        d = d.removeprefix(prefix)
-    return d.strip() or None
+    """A DOI as a merge key: no link prefix, lower case (DOIs are case-insensitive)."""
+    return strip_doi_link(doi).lower() or None if doi else None
 
 
 def surname(name: str) -> str:

@@ -121,9 +121,14 @@ _DOI_LINK = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|doi:\s*)", re.IGNORECAS
 _DATE = re.compile(r"\d{4}(?:-\d{2}(?:-\d{2})?)?")
 
 
+def strip_doi_link(text: str) -> str:
+    """`text` without a doi: or doi.org link prefix."""
+    return _DOI_LINK.sub("", text.strip()).strip()
+
+
 def clean_doi(text: str) -> str | None:
     """The DOI in `text` (a bare DOI, doi:…, or a doi.org link), or None when it is none."""
-    doi = _DOI_LINK.sub("", text.strip())
+    doi = strip_doi_link(text)
     return doi if _DOI.fullmatch(doi) else None
 
 
