@@ -143,3 +143,26 @@ def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> No
         cited = [r["paper_id"] for r in answer["references"] + answer["nearest"]]
         assert cited and set(cited) == {"other-one"}
         assert mcp.ok("list_papers")["total"] == 60
+
+
+def test_watch_follows_a_zotero_library(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    from tests.zotero_fixture import Library, sample_library
+
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    watched = tmp_path / "Zotero"
+    watched.mkdir()
+    sample_library(watched / "zotero.sqlite")
+    with connect(stdio_params(home, ["--watch", str(watched)])) as mcp:
+        assert present(mcp, "2305.12345")  # FlexPipe, a preprint of the library
+        # Zotero writes the library again: FlexPipe deleted, a new item added.
+        later = Library(tmp_path / "later.sqlite")
+        later.item("preprint", "NEWI0001", {
+            "title": "Quokkajoin: streaming joins on GPUs", "date": "2024",
+            "abstractNote": "Quokkajoin runs streaming joins on GPUs 3x faster than CPU engines.",
+            "archiveID": "arXiv:2406.00001"}, [("Quinn", "Okka", "author")])
+        later.close()
+        os.replace(tmp_path / "later.sqlite", watched / "zotero.sqlite")
+        wait_for(lambda: present(mcp, "2406.00001"), WITHIN, "the new Zotero item in the index")
+        wait_for(lambda: not present(mcp, "2305.12345"), WITHIN, "the deleted Zotero item gone")
+        # DynaPipe was in the library and is in seeds/ too: that file still holds it.
+        assert present(mcp, "2311.10418")
