@@ -2,15 +2,20 @@
 bare embedding model on the same texts, measured in the same run. Prints tables; not a test.
 
     .venv/bin/python benchmarks/ingest_speed.py [--runs 3] [--scifact 1000|all|0] [--st]
+        [--baseline OLD_CHECKOUT/.venv/bin/rag]
 
 For each corpus (seeds/, and the first N SciFact abstracts written to a temporary JSONL file):
 
   rag ingest -q           a fresh process into a fresh RAG_HOME: wall time (what a user waits),
                           and the `ingest()` time it reports (the same minus interpreter start
                           and the CLI's imports)
-  bare model              a fresh process that computes exactly the texts ingest embeds (chunk
-                          texts with their titles, then sentences), loads the model, and times
-                          only `Embedder.embed` on them
+  bare model              a fresh process that computes exactly the texts ingest gives the
+                          model (titles and sentences; chunk texts with their titles where
+                          chunk vectors are not pooled), loads the model, and times only
+                          `Embedder.embed` on them; with the tokens it read and the GFLOP that
+                          costs, against a matrix-product peak measured in the same run
+  --baseline RAG          another build's cold `rag ingest -q` on the same files, alternating
+                          with this build's: the speed-up of one over the other
   phases                  one more ingest in a fresh process with timers around each step
                           (exclusive times: parse, open Chroma, llama-index import + splitter,
                           chunking, sentence split, model load, embedding, store writes)
@@ -53,25 +58,73 @@ HERE = Path(__file__).resolve()
 
 
 def _texts(paths: list[Path]) -> list[str]:
-    """The texts `rag.ingest.ingest` embeds for these files, in the order it embeds them."""
+    """The texts `rag.ingest.ingest` gives the model for these files, under the current
+    settings (RAG_CHUNK_VECTORS=sentences: titles and sentences, chunks pooled from them)."""
     from rag.config import get_settings
     from rag.corpus import merge_papers
     from rag.corpus.text import split_sentences
+    from rag.embed.pooling import chunk_weights
     from rag.ingest import _splitter, embed_text, make_chunks, read_all
 
     settings = get_settings()
     results, _ = read_all(paths, skip_bad=False)
     papers = merge_papers([p for r in results for p in r.papers])
     splitter = _splitter(settings)
-    by_source: dict[str, list] = {}
-    for p in papers:
-        by_source.setdefault(p.source, []).append(p)
     texts: list[str] = []
-    for ps in by_source.values():
-        chunks = [embed_text(p, c) for p in ps for c in make_chunks(p, splitter)]
-        sents = [s for p in ps for s in (split_sentences(p.abstract) or [p.abstract])]
-        texts += chunks + sents
+    for p in papers:
+        chunks = make_chunks(p, splitter)
+        sents = split_sentences(p.abstract) or [p.abstract]
+        w = chunk_weights(p.abstract, p.title, [c.text for c in chunks], sents) \
+            if settings.chunk_vectors == "sentences" else None
+        if w is None:
+            texts += [embed_text(p, c) for c in chunks]
+        elif p.title:
+            texts.append(p.title)
+        texts += sents
     return texts
+
+
+def gflop(tokens: list[int]) -> float:
+    """The model's arithmetic for texts of these token counts: per layer and token, the
+    Q, K, V and output projections (4 x 2d^2) and the feed-forward (2 x 2 x d x 4d), plus
+    attention's two n x n x d products; 6 layers, d = 384 (embeddings and pooling are noise)."""
+    d, layers = 384, 6
+    return sum(layers * (24 * d * d * n + 4 * n * n * d) for n in tokens) / 1e9
+
+
+def peak_gflops() -> dict[str, float]:
+    """What a matrix product of the model's shapes reaches on this machine, in this run: fp32
+    through numpy (OpenBLAS) and int8 through onnxruntime's MatMulInteger (the op the
+    quantised model runs), [4096 x 384] x [384 x 1536]."""
+    import numpy as np
+    import onnxruntime as ort
+    from onnx import TensorProto, helper, numpy_helper
+
+    m, k, n = 4096, 384, 1536
+    a = np.random.default_rng(0).standard_normal((m, k), dtype=np.float32)
+    b = np.random.default_rng(1).standard_normal((k, n), dtype=np.float32)
+    out = {}
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        a @ b
+        best = min(best, time.perf_counter() - t)
+    out["fp32"] = 2 * m * k * n / best / 1e9
+    graph = helper.make_graph(
+        [helper.make_node("MatMulInteger", ["a", "b"], ["y"])], "peak",
+        [helper.make_tensor_value_info("a", TensorProto.UINT8, [m, k])],
+        [helper.make_tensor_value_info("y", TensorProto.INT32, [m, n])],
+        [numpy_helper.from_array(np.random.default_rng(2).integers(-127, 127, (k, n), dtype=np.int8), "b")])
+    model = helper.make_model(graph, opset_imports=[helper.make_opsetid("", 17)])
+    sess = ort.InferenceSession(model.SerializeToString(), providers=["CPUExecutionProvider"])
+    au8 = np.random.default_rng(3).integers(0, 255, (m, k), dtype=np.uint8)
+    best = float("inf")
+    for _ in range(5):
+        t = time.perf_counter()
+        sess.run(None, {"a": au8})
+        best = min(best, time.perf_counter() - t)
+    out["int8"] = 2 * m * k * n / best / 1e9
+    return out
 
 
 def worker_bare(paths: list[Path], st: bool) -> dict[str, float]:
@@ -80,11 +133,13 @@ def worker_bare(paths: list[Path], st: bool) -> dict[str, float]:
 
     texts = _texts(paths)
     s = get_settings()
-    emb = get_embedder(s.model_cache, s.embed_threads)
+    emb = get_embedder(s.model_cache, s.embed_threads, precision=s.embed_precision)
+    tokens = [len(e.ids) for e in emb.tokenizer.encode_batch(texts)]
     emb.embed(texts[:8], s.embed_batch)  # warm-up
     t = time.perf_counter()
     emb.embed(texts, s.embed_batch)
-    out = {"texts": len(texts), "seconds": time.perf_counter() - t}
+    out = {"texts": len(texts), "seconds": time.perf_counter() - t, "tokens": sum(tokens),
+           "gflop": gflop(tokens), "precision": s.embed_precision}
     if st:
         os.environ.setdefault("HF_HUB_OFFLINE", "1")
         from sentence_transformers import SentenceTransformer
@@ -151,9 +206,13 @@ def worker_phases(paths: list[Path]) -> dict[str, object]:
     settings = get_settings()
     t_imports = time.perf_counter() - t_start
     report = rag.ingest.ingest(paths, settings, show_progress=False)
+    import resource
+
     return {"ingest_seconds": report.seconds, "imports_before": t_imports,
             "phases": timers.total, "texts": report.chunks + report.sentences,
-            "papers": report.papers, "chunks": report.chunks, "sentences": report.sentences}
+            "papers": report.papers, "new": report.new, "chunks": report.chunks,
+            "sentences": report.sentences,
+            "peak_rss_mb": resource.getrusage(resource.RUSAGE_SELF).ru_maxrss / 1024}
 
 
 # -- driver ------------------------------------------------------------------------------------
@@ -170,11 +229,11 @@ def _worker(mode: str, paths: list[Path], home: Path, *extra: str) -> tuple[dict
     return json.loads(proc.stdout.strip().splitlines()[-1]), wall
 
 
-def _cli_ingest(paths: list[Path], home: Path) -> tuple[float, float, int]:
-    """(wall s, ingest() s as reported, texts embedded) of a cold `rag ingest -q`."""
+def _cli_ingest(paths: list[Path], home: Path, rag: str = RAG) -> tuple[float, float, int]:
+    """(wall s, ingest() s as reported, vectors written) of a cold `rag ingest -q`."""
     env = bench_env(home)
     start = time.perf_counter()
-    proc = subprocess.run([RAG, "ingest", "-q", *map(str, paths)], env=env, cwd=ROOT,
+    proc = subprocess.run([rag, "ingest", "-q", *map(str, paths)], env=env, cwd=ROOT,
                           capture_output=True, text=True, stdin=subprocess.DEVNULL)
     wall = time.perf_counter() - start
     if proc.returncode:
@@ -185,18 +244,20 @@ def _cli_ingest(paths: list[Path], home: Path) -> tuple[float, float, int]:
     return wall, float(m.group(3)), int(m.group(1)) + int(m.group(2))
 
 
-def measure(name: str, paths: list[Path], runs: int, st: bool) -> dict[str, object]:
-    walls, inner, bares, st_secs = [], [], [], []
+def measure(name: str, paths: list[Path], runs: int, st: bool, baseline: str | None = None
+            ) -> dict[str, object]:
+    walls, inner, bares, st_secs, base_walls = [], [], [], [], []
     texts = 0
     for _ in range(runs):
         with temp_home() as home:
             wall, secs, texts = _cli_ingest(paths, home)
         walls.append(wall)
         inner.append(secs)
+        if baseline:  # the other build, right after, on the same files
+            with temp_home() as home:
+                base_walls.append(_cli_ingest(paths, home, baseline)[0])
         with temp_home() as home:
             bare, _ = _worker("bare", paths, home, *(["--st"] if st else []))
-        if bare["texts"] != texts:
-            print(f"warning: bare model embedded {bare['texts']} texts, ingest {texts}", file=sys.stderr)
         bares.append(bare["seconds"])
         if "st_seconds" in bare:
             st_secs.append(bare["st_seconds"])
@@ -204,6 +265,9 @@ def measure(name: str, paths: list[Path], runs: int, st: bool) -> dict[str, obje
         phases, phase_wall = _worker("phases", paths, home)
     return {"name": name, "texts": texts, "papers": phases["papers"], "wall": median(walls),
             "walls": walls, "inner": median(inner), "bare": median(bares), "bares": bares,
+            "model_texts": bare["texts"], "tokens": bare["tokens"], "gflop": bare["gflop"],
+            "precision": bare["precision"], "base_wall": median(base_walls) if base_walls else None,
+            "base_walls": base_walls,
             "st": median(st_secs) if st_secs else None, "phases": phases, "phase_wall": phase_wall}
 
 
@@ -215,6 +279,9 @@ def main() -> None:
     ap.add_argument("--scifact-runs", type=int, default=1)
     ap.add_argument("--st", action="store_true", help="also time sentence-transformers on seeds/")
     ap.add_argument("--wait-quiet", type=float, default=0.0, metavar="SECONDS")
+    ap.add_argument("--baseline", metavar="RAG", help="another build's `rag` executable (an older "
+                    "checkout's .venv/bin/rag): its cold `rag ingest -q` timed on the same files, "
+                    "alternating with this build's")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("paths", nargs="*", type=Path, help=argparse.SUPPRESS)
     args = ap.parse_args()
@@ -226,14 +293,16 @@ def main() -> None:
 
     wait_for_quiet(timeout=args.wait_quiet)
     before = load()
-    results = [measure("seeds/", [ROOT / "seeds"], args.runs, args.st)]
+    results = [measure("seeds/", [ROOT / "seeds"], args.runs, args.st, args.baseline)]
     with temp_home("rag-bench-scifact-") as tmp:
         if args.scifact not in ("0", ""):
             lines = (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines()
             n = len(lines) if args.scifact == "all" else min(int(args.scifact), len(lines))
             subset = tmp / f"scifact-{n}.jsonl"
             subset.write_text("\n".join(lines[:n]) + "\n", encoding="utf-8")
-            results.append(measure(f"SciFact, {n} abstracts", [subset], args.scifact_runs, False))
+            results.append(measure(f"SciFact, {n} abstracts", [subset], args.scifact_runs, False,
+                                   args.baseline))
+    peak = peak_gflops()
     after = load()
 
     print(f"\nIngest speed ({before} before, {after} after)\n")
@@ -247,6 +316,24 @@ def main() -> None:
     print(table(["corpus", "papers", "texts", "rag ingest wall s", "ingest() s", "bare model s",
                  "throughput ratio (wall)", "ratio (ingest())", "abstracts/s (wall)",
                  "texts/s (wall)"], rows))
+    print(f"\nThe model's work ({results[0]['precision']} weights; matrix-product peak measured now: "
+          f"fp32 {peak['fp32']:.0f} GFLOP/s (numpy), int8 {peak['int8']:.0f} GFLOP/s "
+          f"(onnxruntime MatMulInteger))\n")
+    rows = []
+    for r in results:
+        achieved = r["gflop"] / r["bare"]
+        top = peak["int8" if r["precision"] == "int8" else "fp32"]
+        rows.append([r["name"], r["model_texts"], f"{r['tokens'] / r['papers']:.0f}",
+                     f"{r['gflop'] / r['papers']:.2f}", f"{achieved:.0f}", f"{achieved / top:.0%}"])
+    print(table(["corpus", "texts the model reads", "model tokens per abstract",
+                 "GFLOP per abstract", "achieved GFLOP/s (bare model)", "of the peak"], rows))
+    if args.baseline:
+        print(f"\nAgainst {args.baseline} (cold `rag ingest -q`, same files, alternating):\n")
+        rows = [[r["name"], f"{r['base_wall']:.1f}", f"{r['wall']:.1f}",
+                 f"{r['papers'] / r['base_wall']:.1f}", f"{r['papers'] / r['wall']:.1f}",
+                 f"{r['base_wall'] / r['wall']:.2f}"] for r in results]
+        print(table(["corpus", "baseline wall s", "this build wall s", "baseline abstracts/s",
+                     "this build abstracts/s", "speed-up"], rows))
     seeds = results[0]
     print(f"\nseeds/ from a cold process: median {seeds['wall']:.1f} s of "
           f"{[round(w, 1) for w in seeds['walls']]} (target <= 15 s: {verdict(seeds['wall'], 15)})")

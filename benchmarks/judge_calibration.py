@@ -131,7 +131,7 @@ def main(argv: list[str] | None = None) -> int:
     from rag.judge import THRESHOLD, W_OVERLAP, W_SIM, Judge
 
     settings = Settings()
-    embedder = get_embedder(settings.model_cache, settings.embed_threads)
+    embedder = get_embedder(settings.model_cache, settings.embed_threads, precision=settings.embed_precision)
     papers = seed_papers(args.seeds)
     names = known_names(papers)
     raw = Judge(embedder, threshold=-1e9, known_names=names)

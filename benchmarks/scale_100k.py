@@ -5,6 +5,7 @@ HNSW recall@10 against exact search. Prints tables; not a test.
     .venv/bin/python benchmarks/scale_100k.py --n 10000 --hnsw-vectors 210000   # ~17 min, 2 cores
     .venv/bin/python benchmarks/scale_100k.py --n 10000 --home /tmp/rag-scale --keep
     .venv/bin/python benchmarks/scale_100k.py --home /tmp/rag-scale --skip-ingest   # measure again
+    .venv/bin/python benchmarks/scale_100k.py --home /tmp/rag-scale --keep --resume  # go on after a stop
 
 Corpus: SciFact's 5,183 abstracts as sentence lists (Wadden et al. 2020, "Fact or Fiction:
 Verifying Scientific Claims"; ODC-By 1.0), from ../shared/benchmarks/scifact/. Each synthetic
@@ -19,6 +20,10 @@ Measured:
   disk        bytes under RAG_HOME (Chroma's SQLite, HNSW segments, the BM25 snapshot cache)
   /search     a `rag serve` on the index: start-up time, then GET /search p50/p95 over
               --queries SciFact claims, one at a time, after a warm-up; and its VmRSS
+  questions   `rag ask --llm none` from a cold process (a fact and a list question, median of
+              3), and --questions fact and list questions in one warm process with exclusive
+              timers around the parts of the question path that grow with the index (BM25
+              snapshot load, relevance statistics, sentence reads, list pools, retrieval)
   recall@10   the dense half alone: Chroma's HNSW top 10 against exact cosine search (numpy,
               every chunk vector) for the same claims, ties counted as hits (ann-benchmarks);
               at the collection's ef_search, as rag asks (n_results=200, its dense pool, then
@@ -41,7 +46,21 @@ import time
 from pathlib import Path
 
 import httpx
-from _bench import PY, ROOT, SCIFACT, bench_env, load, median, pct, rss_mb, serve, table, verdict
+from _bench import (
+    PY,
+    RAG,
+    ROOT,
+    SCIFACT,
+    bench_env,
+    load,
+    median,
+    pct,
+    rss_mb,
+    run,
+    serve,
+    table,
+    verdict,
+)
 
 HERE = Path(__file__).resolve()
 INDEX = "scale"
@@ -213,6 +232,72 @@ def worker_proxy(n: int, seed: int) -> dict[str, object]:
     return {"vectors": n, "real": int(len(real)), "insert_s": took}
 
 
+FACT = "{claim}"
+LIST = "Which papers report that {claim}?"
+
+
+def questions(n: int) -> dict[str, list[str]]:
+    """Fact and list questions from SciFact claims (not the ones /search is timed with)."""
+    picked = claims(n * 2 + 240)[240:]
+    lower = [c[0].lower() + c[1:].rstrip(".") for c in picked[n:]]
+    return {"fact": [FACT.format(claim=c) for c in picked[:n]],
+            "list": [LIST.format(claim=c) for c in lower]}
+
+
+def worker_ask(n: int) -> dict[str, object]:
+    """Offline answers (`rag ask --llm none`) in one warm process, as `rag serve` gives them:
+    a first question, which loads what depends on the index (BM25 snapshot, relevance
+    statistics), then n fact and n list questions, with exclusive timers around each part of
+    the question path that grows with the index."""
+    sys.path.insert(0, str(HERE.parent))
+    from ingest_speed import _Timers
+
+    import rag.answering.sources
+    import rag.embed
+    import rag.relevance.stats
+    import rag.retrieve.hybrid
+    import rag.store
+    from rag.answering.pipeline import Pipeline
+    from rag.config import get_settings
+    from rag.schema import AskOptions
+
+    timers = _Timers()
+    timers.wrap(rag.retrieve.hybrid, "load_snapshot", "BM25 snapshot load")
+    timers.wrap(rag.relevance.stats, "compute", "relevance statistics")
+    timers.wrap(rag.store.Store, "sentences", "sentence reads (Store.sentences)")
+    timers.wrap(rag.answering.sources.SourceChooser, "list_members", "list pool (list_members)")
+    timers.wrap(rag.retrieve.hybrid.Retriever, "search", "retrieval (dense + BM25 + fusion)")
+    timers.wrap(rag.embed.Embedder, "embed", "embedding questions and texts")
+    pipeline = Pipeline(get_settings())
+    opts = AskOptions(llm="none")
+    asked = questions(n)
+    t = time.perf_counter()
+    pipeline.answer(claims(1)[0], opts)
+    first = {"seconds": time.perf_counter() - t, "parts": dict(timers.total)}
+    out: dict[str, object] = {"first": first}
+    for kind, qs in asked.items():
+        timers.total.clear()
+        times = []
+        for q in qs:
+            t = time.perf_counter()
+            pipeline.answer(q, opts)
+            times.append(time.perf_counter() - t)
+        out[kind] = {"median_s": median(times), "p95_s": pct(times, 95),
+                     "parts_s": {k: v / len(qs) for k, v in timers.total.items()}}
+    return out
+
+
+def cli_ask(env: dict[str, str], runs: int) -> dict[str, float]:
+    """Wall time of a cold `rag ask --llm none` (a fresh process, as a user types it)."""
+    out = {}
+    for kind, qs in questions(1).items():
+        walls = []
+        for _ in range(runs):
+            walls.append(run([RAG, "ask", "--llm", "none", qs[0]], env))
+        out[kind] = median(walls)
+    return out
+
+
 def _worker(mode: str, env: dict[str, str], *args: str) -> dict:
     proc = subprocess.run([PY, str(HERE), "--worker", mode, *args], env=env, cwd=ROOT,
                           capture_output=True, text=True)
@@ -248,7 +333,11 @@ def main() -> None:
     ap.add_argument("--home", type=Path, help="RAG_HOME to build in (default: a temp dir, removed)")
     ap.add_argument("--keep", action="store_true", help="keep --home (and the corpus) afterwards")
     ap.add_argument("--skip-ingest", action="store_true", help="measure an index built before")
+    ap.add_argument("--resume", action="store_true",
+                    help="go on with a stopped ingest into --home (stored papers are skipped)")
     ap.add_argument("--queries", type=int, default=200)
+    ap.add_argument("--questions", type=int, default=20,
+                    help="fact and list questions each, answered offline in one warm process")
     ap.add_argument("--sweep", default="10,50,100,200,400", help="ef_search values to try")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--ef", type=int, help=argparse.SUPPRESS)
@@ -262,6 +351,8 @@ def main() -> None:
         sys.path.insert(0, str(ROOT))
         if args.worker == "recall":
             out = worker_recall(args.queries, Path(args.cache))
+        elif args.worker == "ask":
+            out = worker_ask(args.questions)
         elif args.worker == "proxy":
             out = worker_proxy(args.hnsw_vectors, args.seed)
         else:
@@ -278,14 +369,18 @@ def main() -> None:
     try:
         ingest: dict = {}
         stats: dict = {}
+        runs_file = home / "ingest-runs.json"  # one entry per ingest run (a resumed one adds)
         if not args.skip_ingest:
-            if (home / "chroma").exists():
-                raise SystemExit(f"{home} already holds an index: use --skip-ingest, or remove it")
-            t = time.perf_counter()
-            stats = generate(args.n, corpus, args.shard, args.seed)
-            print(f"generated {args.n} abstracts in {time.perf_counter() - t:.1f} s "
-                  f"({stats['sentences_per_abstract']:.1f} sentences, "
-                  f"{stats['chars_per_abstract']:.0f} characters each); ingesting ...", flush=True)
+            if (home / "chroma").exists() and not args.resume:
+                raise SystemExit(f"{home} already holds an index: use --skip-ingest or --resume, "
+                                 "or remove it")
+            if not (args.resume and corpus.exists()):
+                t = time.perf_counter()
+                stats = generate(args.n, corpus, args.shard, args.seed)
+                print(f"generated {args.n} abstracts in {time.perf_counter() - t:.1f} s "
+                      f"({stats['sentences_per_abstract']:.1f} sentences, "
+                      f"{stats['chars_per_abstract']:.0f} characters each)", flush=True)
+            print(f"ingesting ...; {load()}", flush=True)
             t = time.perf_counter()
             proc = subprocess.run([PY, str(ROOT / "benchmarks" / "ingest_speed.py"), "--worker",
                                    "phases", str(corpus)], env=env, cwd=ROOT, capture_output=True,
@@ -295,7 +390,18 @@ def main() -> None:
                 raise SystemExit(f"ingest failed:\n{proc.stderr[-3000:]}")
             ingest = json.loads(proc.stdout.strip().splitlines()[-1])
             ingest["wall"] = wall
+            earlier = json.loads(runs_file.read_text()) if runs_file.exists() else []
+            runs_file.write_text(json.dumps(earlier + [ingest]))
             print(f"ingested in {wall:.0f} s; {load()}", flush=True)
+        if runs_file.exists():  # the whole ingest, over every run that built this index
+            runs = json.loads(runs_file.read_text())
+            ingest = {**runs[-1], "runs": len(runs), "wall": sum(r["wall"] for r in runs),
+                      "sentences": sum(r["sentences"] for r in runs),
+                      "texts": sum(r["texts"] for r in runs),
+                      "new": sum(r.get("new", 0) for r in runs),
+                      "peak_rss_mb": max(r.get("peak_rss_mb", 0) for r in runs),
+                      "phases": {k: sum(r["phases"].get(k, 0) for r in runs) for k in runs[-1]["phases"]},
+                      "ingest_seconds": sum(r["ingest_seconds"] for r in runs)}
         disk = du(home / "chroma")
         disk_cache = du(home / "cache") if (home / "cache").exists() else 0
 
@@ -315,6 +421,9 @@ def main() -> None:
             rss, hwm = rss_mb(server.pid)
         disk_cache = du(home / "cache") if (home / "cache").exists() else 0
         print(f"/search measured; {load()}", flush=True)
+        asked = _worker("ask", env, "--questions", str(args.questions))
+        cli = cli_ask(env, 3)
+        print(f"questions measured; {load()}", flush=True)
         rec, sweep = measure_recall(env, home / "exact-scale.npy", args.queries, args.sweep)
         print(f"recall measured; {load()}", flush=True)
         proxy = None
@@ -335,12 +444,15 @@ def main() -> None:
     papers, chunks = health["papers"], health["chunks"]
     rows: list[list[object]] = [["abstracts in the index", papers, ""], ["chunks", chunks, ""]]
     if ingest:
-        rate = ingest["papers"] / ingest["wall"]
+        rate = ingest["new"] / ingest["wall"] if ingest.get("new") else ingest["papers"] / ingest["wall"]
         rows += [
             ["sentences (vectors stored)", ingest["sentences"], ""],
-            ["ingest wall (fresh process)", f"{ingest['wall']:.0f} s", ""],
+            ["ingest wall (fresh process" + (f"es: {ingest['runs']} runs, resumed)" if
+                                             ingest.get("runs", 1) > 1 else ")"),
+             f"{ingest['wall']:.0f} s", ""],
             ["abstracts/s", f"{rate:.2f}", ""],
-            ["texts embedded/s", f"{ingest['texts'] / ingest['wall']:.1f}", ""],
+            ["vectors written/s", f"{ingest['texts'] / ingest['wall']:.1f}", ""],
+            ["ingest peak RSS", f"{ingest.get('peak_rss_mb', 0):.0f} MB", ""],
         ]
     rows += [
         ["disk: Chroma (SQLite + HNSW)", f"{disk / 1e6:.0f} MB ({disk / max(papers, 1) / 1e3:.1f} kB/abstract)", ""],
@@ -349,6 +461,13 @@ def main() -> None:
         ["GET /search p50", f"{pct(lat, 50):.1f} ms", ""],
         ["GET /search p95", f"{pct(lat, 95):.1f} ms", ""],
         ["rag serve VmRSS / peak", f"{rss:.0f} / {hwm:.0f} MB", ""],
+        ["rag ask --llm none, fact question (cold process, median of 3)", f"{cli['fact']:.1f} s", ""],
+        ["rag ask --llm none, list question (cold process, median of 3)", f"{cli['list']:.1f} s", ""],
+        ["warm first question (loads snapshot and statistics)", f"{asked['first']['seconds']:.1f} s", ""],
+        [f"warm fact question, median / p95 of {args.questions}",
+         f"{asked['fact']['median_s'] * 1000:.0f} / {asked['fact']['p95_s'] * 1000:.0f} ms", ""],
+        [f"warm list question, median / p95 of {args.questions}",
+         f"{asked['list']['median_s'] * 1000:.0f} / {asked['list']['p95_s'] * 1000:.0f} ms", ""],
         [f"HNSW recall@10, rag's query (n_results=200), ef_search {rec['configured']['ef_search']}",
          f"{rec['rag'][0]:.4f}", f">= 0.98: {verdict(rec['rag'][0], 0.98, True)}"],
         [f"HNSW recall@10, n_results=10, ef_search {rec['configured']['ef_search']}",
@@ -377,6 +496,14 @@ def main() -> None:
         print(f"at the configured ef_search {prec['configured']['ef_search']}: recall@10 "
               f"{prec['k10'][0]:.4f} with n_results=10, {prec['rag'][0]:.4f} as rag queries "
               f"(target >= 0.98: {verdict(prec['rag'][0], 0.98, True)})")
+    parts = sorted({k for kind in ("fact", "list") for k in asked[kind]["parts_s"]}
+                   | set(asked["first"]["parts"]))
+    print(f"\nThe question path at {papers} abstracts: exclusive ms per question (warm process; "
+          "the first question also loads the index's BM25 snapshot and relevance statistics):\n")
+    print(table(["part", "first question", "fact question", "list question"],
+                [[k, f"{asked['first']['parts'].get(k, 0) * 1000:.0f}",
+                  f"{asked['fact']['parts_s'].get(k, 0) * 1000:.1f}",
+                  f"{asked['list']['parts_s'].get(k, 0) * 1000:.1f}"] for k in parts]))
     if ingest:
         ph = ingest["phases"]
         print("\nWhere ingest time goes (exclusive seconds):\n")

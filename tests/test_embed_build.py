@@ -44,7 +44,7 @@ def built(tmp_path_factory: pytest.TempPathFactory) -> Path:
 
 @pytest.fixture(scope="module")
 def embedder(built: Path) -> Embedder:
-    return Embedder(built)
+    return Embedder(built, precision="fp32")  # the written graph itself, not its int8 copy
 
 
 @pytest.fixture(scope="module")
@@ -130,7 +130,7 @@ def test_written_graph_matches_the_torch_export(
         cache = Path(tmp)
         shutil.copyfile(tokenizer_path(built), tokenizer_path(cache))  # the graph differs only
         _torch_export(onnx_path(cache))
-        old = Embedder(cache)
+        old = Embedder(cache, precision="fp32")
         vec_diff = max(float(np.abs(ours[kind] - old.embed(texts[kind])).max())
                        for kind in ("abstracts", "queries"))
         # hidden states of one padded batch: a long and a short text side by side
@@ -163,6 +163,8 @@ def test_setup_writes_the_graph_with_torch_unimportable(tmp_path: Path) -> None:
                           capture_output=True, text=True, timeout=300)
     assert made.returncode == 0, made.stderr
     assert onnx_path(cache).stat().st_size > 80_000_000  # the weights are in the file
+    # and their 8-bit copy: the layers' weights in a quarter of the room (the word embeddings stay)
+    assert 50_000_000 < onnx_path(cache, "int8").stat().st_size < 65_000_000
     code = (
         "import sys; from pathlib import Path; from rag.embed import Embedder\n"
         "v = Embedder(Path(sys.argv[1])).embed(['which systems target long sequences?'])\n"

@@ -73,7 +73,8 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
     from rag.corpus import expand_paths, merge_papers, read_file
     from rag.corpus.text import split_sentences
     from rag.embed import get_embedder
-    from rag.ingest import _splitter, embed_text, make_chunks
+    from rag.embed.pooling import chunk_weights
+    from rag.ingest import _embed_group, _splitter, embed_text, make_chunks
     from rag.store import Store
 
     settings = Settings(home=home, seeds=SEEDS, llm="none")
@@ -115,14 +116,26 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
             if sentences.get(pid, {}) != {f"{pid}#s{i}": t for i, t in enumerate(texts)}:
                 problems.append(f"{pid}: sentences {sorted(sentences.get(pid, {}))}")
         # Every stored vector is there and is its own text's (not another paper's, or another
-        # version's): compared with the text embedded afresh.
-        embedder = get_embedder(settings.model_cache, settings.embed_threads)
+        # version's): compared with the vectors ingest makes afresh (chunks pooled from their
+        # title's and sentences' vectors, rag.embed.pooling).
+        embedder = get_embedder(settings.model_cache, settings.embed_threads,
+                                precision=settings.embed_precision)
+        fresh_chunks: dict[str, np.ndarray] = {}
+        for paper in papers.values():
+            planned = make_chunks(paper, splitter)
+            texts = split_sentences(paper.abstract) or [paper.abstract]
+            weights = {paper.paper_id: chunk_weights(paper.abstract, paper.title,
+                                                     [c.text for c in planned], texts)}
+            rows, _ = _embed_group([(paper, planned)], {paper.paper_id: texts}, weights,
+                                   embedder, settings.embed_batch, None)
+            fresh_chunks.update({c.chunk_id: v for c, v in zip(planned, rows[0][2], strict=True)})
         stored = store.collection.get(include=["embeddings"])
         for name, vectors, expected in (
                 ("chunk", dict(zip(stored["ids"], stored["embeddings"], strict=True)), chunk_texts),
                 ("sentence", sentence_vectors, sentence_texts)):
             present = [i for i in sorted(expected) if i in vectors]
-            fresh = embedder.embed([expected[i] for i in present])
+            fresh = (np.asarray([fresh_chunks[i] for i in present]) if name == "chunk"
+                     else embedder.embed([expected[i] for i in present]))
             kept = np.asarray([vectors[i] for i in present], dtype=np.float32)
             cosine = (kept * fresh).sum(1) / np.linalg.norm(kept, axis=1).clip(1e-9)
             if wrong := [i for i, c in zip(present, cosine, strict=True) if not c > 0.999]:

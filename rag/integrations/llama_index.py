@@ -76,7 +76,7 @@ class RagEmbedding(BaseEmbedding):
             from rag.embed import get_embedder
 
             s = settings or get_settings()
-            embedder = get_embedder(s.model_cache, s.embed_threads)
+            embedder = get_embedder(s.model_cache, s.embed_threads, precision=s.embed_precision)
         self._embedder = embedder
 
     @classmethod

@@ -247,7 +247,8 @@ class Retriever:
         if self._embedder is None:
             from rag.embed import get_embedder
 
-            self._embedder = get_embedder(self.settings.model_cache, self.settings.embed_threads)
+            self._embedder = get_embedder(self.settings.model_cache, self.settings.embed_threads,
+                                          precision=self.settings.embed_precision)
         return self._embedder
 
     def snapshot(self) -> Snapshot:

@@ -22,15 +22,15 @@ from urllib.parse import urlparse
 import numpy as np
 
 from rag.config import Settings
-from rag.corpus.paper import Paper, sha
+from rag.corpus.paper import Paper
 from rag.embed import MODEL_NAME
 from rag.errors import IndexStoreError, InputError, RagError
 from rag.store import format as store_format
 from rag.store import space
+from rag.store.format import CHUNK_RECIPE, fingerprint
 
 log = logging.getLogger(__name__)
 
-CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
 _INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,40}$")
 _BATCH = 2000  # stay under Chroma's max batch size
 _WHERE_BATCH = 500  # paper ids per `$in` filter
@@ -43,10 +43,6 @@ class Chunk:
     paper_id: str
     text: str
     index: int
-
-
-def fingerprint(settings: Settings) -> str:
-    return sha(f"{MODEL_NAME}|{settings.chunk_size}|{settings.chunk_overlap}|{CHUNK_RECIPE}")[:8]
 
 
 def collection_name(settings: Settings) -> str:
@@ -186,6 +182,7 @@ class Store:
                 embedding_function=None,  # never Chroma's default: it downloads a model
                 metadata={"embedding_model": MODEL_NAME, "chunk_size": settings.chunk_size,
                           "chunk_overlap": settings.chunk_overlap, "recipe": CHUNK_RECIPE,
+                          "vectors": f"{settings.embed_precision}/{settings.chunk_vectors}",
                           "version": 0, "format": store_format.FORMAT},
                 configuration={"hnsw": {"space": "cosine", "ef_construction": 200,
                                         "ef_search": 200, "max_neighbors": 32}},

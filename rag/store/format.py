@@ -21,9 +21,28 @@ from typing import Any
 
 import numpy as np
 
-from rag.corpus.paper import Paper, category_keys, venue_words
+from rag.config import Settings
+from rag.corpus.paper import Paper, category_keys, sha, venue_words
+from rag.embed import MODEL_NAME
+from rag.embed.pooling import TITLE_WEIGHT
 
 FORMAT = 4
+CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
+
+
+def vector_recipe(settings: Settings) -> str:
+    """How the index's vectors are made, where that makes other vectors: pooled chunk vectors
+    (RAG_CHUNK_VECTORS=sentences, at rag.embed.pooling's title weight); "" for the model
+    reading each chunk. The model's precision is not part of it: int8 vectors keep cosine 0.998
+    or more to fp32 ones (rag.embed.build.int8_model), so an index built with either reads
+    and grows with either."""
+    return f"sentences/title-x{TITLE_WEIGHT:g}" if settings.chunk_vectors == "sentences" else ""
+
+
+def fingerprint(settings: Settings) -> str:
+    recipe = vector_recipe(settings)
+    vectors = f"|{recipe}" if recipe else ""  # indexes of the model's chunk vectors keep their names
+    return sha(f"{MODEL_NAME}|{settings.chunk_size}|{settings.chunk_overlap}|{CHUNK_RECIPE}{vectors}")[:8]
 
 
 def paper_metadata(paper: Paper) -> dict[str, Any]:
