@@ -3,6 +3,7 @@ side on SciFact: model time, tokens the model reads, and retrieval quality. Prin
 not a test; changes nothing in rag.
 
     .venv/bin/python benchmarks/ingest_variants.py [--scifact-home /tmp/rag-scifact]
+    .venv/bin/python benchmarks/ingest_variants.py --speed 300    # fp32 vs int8 speed only
 
 Variants (RAG_EMBED_PRECISION / RAG_CHUNK_VECTORS):
   fp32/model       the model (full precision) reads every chunk ("title. chunk") and every
@@ -60,13 +61,48 @@ def claims() -> tuple[dict[str, str], dict[str, dict[str, int]]]:
     return {q: t for q, t in queries.items() if q in qrels}, qrels
 
 
+def speed(n: int, rounds: int = 3) -> None:
+    """fp32 against int8 on the same texts, alternating in one process, so that load from
+    elsewhere hits both alike: the sentences of the first n SciFact abstracts, then their
+    "title. abstract" texts (as a chunk is read)."""
+    import numpy as np
+
+    from rag.config import Settings
+    from rag.corpus.text import split_sentences
+    from rag.embed import get_embedder
+
+    s = Settings()
+    docs = [json.loads(line) for line in (SCIFACT / "corpus.jsonl").read_text(encoding="utf-8").splitlines()[:n]]
+    models = {p: get_embedder(s.model_cache, s.embed_threads, precision=p) for p in ("fp32", "int8")}
+    rows = []
+    for name, texts in (("sentences", [x for d in docs for x in split_sentences(d["text"])]),
+                        ("title. abstract", [f"{d['title']}. {d['text']}" for d in docs])):
+        times: dict[str, list[float]] = {p: [] for p in models}
+        for m in models.values():
+            m.embed(texts[:16])
+        for _ in range(rounds):
+            for p, m in models.items():
+                t = time.perf_counter()
+                m.embed(texts, s.embed_batch)
+                times[p].append(time.perf_counter() - t)
+        f, i = (float(np.median(times[p])) for p in ("fp32", "int8"))
+        rows.append([f"{name} of {n} abstracts", len(texts), f"{f:.1f}", f"{i:.1f}", f"{f / i:.2f}"])
+    print(f"\nfp32 against int8, alternating, median of {rounds}; {load()}\n")
+    print(table(["texts", "n", "fp32 s", "int8 s", "speed-up"], rows))
+
+
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scifact-home", type=Path, default=Path("/tmp/rag-scifact"))
     ap.add_argument("--json", type=Path, help="also write the figures here")
     ap.add_argument("--title-weights", default="1,{shipped}", help="pooled variants with these "
                     "multiples of the title's weight (rag.embed.pooling.TITLE_WEIGHT is rag's)")
+    ap.add_argument("--speed", type=int, metavar="N", help="only time fp32 against int8 on N "
+                    "SciFact abstracts' texts, alternating (no index needed)")
     args = ap.parse_args()
+    if args.speed:
+        speed(args.speed)
+        return
 
     import numpy as np
 
