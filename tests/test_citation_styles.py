@@ -7,7 +7,7 @@ import json
 from typing import Any
 
 import pytest
-from hypothesis import given, settings
+from hypothesis import example, given, settings
 from hypothesis import strategies as st
 
 from rag.answering.citations import normalize_citations
@@ -75,6 +75,7 @@ texts = st.lists(st.sampled_from(FRAGMENTS), max_size=25).map("".join)
 
 @settings(max_examples=300, deadline=None)
 @given(text=texts)
+@example(text="Source 1:Source 1:.")  # found in 1 of 4 suite runs: a prefix opening the claim
 def test_normalising_is_idempotent(text: str) -> None:
     for end in (False, True):
         once, _ = normalize_citations(text, 3, end=end)

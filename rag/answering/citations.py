@@ -39,6 +39,12 @@ _PREFIX = re.compile(
     r"[ \t]*[:—–-][ \t]*(?:\*\*)?[ \t]*",
     re.I,
 )
+# The same prefix where the claim of another one starts ("Source 1: Source 2: claim."): folded
+# into the first, or the claim would start with a prefix the next pass rewrites again.
+_INNER = re.compile(
+    rf"[ \t]*(?:\*\*)?\[?{_SRC}\s+(?P<nums>{_LIST})\]?(?:\*\*)?[ \t]*[:—–-][ \t]*(?:\*\*)?[ \t]*",
+    re.I,
+)
 # Words after which "(2)" names a thing, not a source: "Equation (2)", "step (3)".
 _NOT_BEFORE = re.compile(
     r"(?:eq|eqs|equation|equations|fig|figure|figures|table|tables|step|steps|section|sec|"
@@ -89,9 +95,13 @@ def _prefix_styles(text: str, n_sources: int, end: bool, rewrites: list[dict[str
         stop = re.compile(r"(?<!\d)[.!?](?=\s|$)" if end else r"[.!?](?=\s)").search(text, m.end())
         if not nums or stop is None or "\n" in text[m.end(): stop.start()]:
             continue
+        claim = m.end()
+        while (inner := _INNER.match(text, claim, stop.start())) and (more := _numbers(inner.group("nums"), n_sources)):
+            nums += [n for n in more if n not in nums]
+            claim = inner.end()
         marker = "[" + ", ".join(map(str, nums)) + "]"
-        rewrites.append({"from": m.group(0).strip(), "to": marker})
-        out += [text[at: m.start()], text[m.end(): stop.start()].rstrip(), " ", marker]
+        rewrites.append({"from": text[m.start(): claim].strip(), "to": marker})
+        out += [text[at: m.start()], text[claim: stop.start()].rstrip(), " ", marker]
         at = stop.start()
     return "".join(out) + text[at:]
 
