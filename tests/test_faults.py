@@ -116,8 +116,8 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
             if sentences.get(pid, {}) != {f"{pid}#s{i}": t for i, t in enumerate(texts)}:
                 problems.append(f"{pid}: sentences {sorted(sentences.get(pid, {}))}")
         # Every stored vector is there and is its own text's (not another paper's, or another
-        # version's): compared with the vectors ingest makes afresh (chunks pooled from their
-        # title's and sentences' vectors, rag.embed.pooling).
+        # version's): compared with the vectors ingest makes afresh (rag.ingest._embed_group:
+        # the model reading each chunk, or pooled from sentence vectors where so set).
         embedder = get_embedder(settings.model_cache, settings.embed_threads,
                                 precision=settings.embed_precision)
         fresh_chunks: dict[str, np.ndarray] = {}
@@ -125,7 +125,8 @@ def index_problems(home: Path, corpora: list[Path]) -> list[str]:
             planned = make_chunks(paper, splitter)
             texts = split_sentences(paper.abstract) or [paper.abstract]
             weights = {paper.paper_id: chunk_weights(paper.abstract, paper.title,
-                                                     [c.text for c in planned], texts)}
+                                                     [c.text for c in planned], texts)
+                       if settings.chunk_vectors == "sentences" else None}
             rows, _ = _embed_group([(paper, planned)], {paper.paper_id: texts}, weights,
                                    embedder, settings.embed_batch, None)
             fresh_chunks.update({c.chunk_id: v for c, v in zip(planned, rows[0][2], strict=True)})
