@@ -129,10 +129,8 @@ def main() -> None:
                    for p in papers for c in by_paper[p.paper_id]]
     shipped = pooling.TITLE_WEIGHT
     title_weights = sorted({float(x.format(shipped=shipped)) for x in args.title_weights.split(",")})
-    pooling.TITLE_WEIGHT = 1.0  # weights with the title's plain share; scaled per variant below
     weights = [chunk_weights(p.abstract, p.title, [snap.chunk_text[c] for c in by_paper[p.paper_id]], s)
                for p, s in zip(papers, sentences, strict=True)]
-    pooling.TITLE_WEIGHT = shipped
     titles = [p.title or "" for p in papers]
     flat_sents = [s for ss in sentences for s in ss]
     queries, qrels = claims()
@@ -173,7 +171,7 @@ def main() -> None:
                     pooled_chunks.append(model_chunks[starts[i] : starts[i + 1]])
                 else:
                     w = w.copy()
-                    w[:, 0] *= tw
+                    w[:, 0] *= tw / shipped  # chunk_weights applied rag's weight
                     pooled_chunks.append(pooled(w, np.concatenate([title_vecs[i : i + 1],
                                                                    sent_vecs[at : at + n]])))
                 at += n
