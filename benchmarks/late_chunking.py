@@ -21,6 +21,10 @@ costs is measured where sentence vectors decide something, on SciFact's training
                 its first rationale sentence
   model s       the model's seconds for the texts each way, alternating, in this process
 
+With --contrast W ..., also pooled vectors less W times their chunk's mean state (which gives
+back what sets a sentence apart from its chunk's topic). SciFact only reports such a weight:
+choosing one here would tune it on the corpus it is reported on.
+
 Chunks here are the abstract's SciFact sentences packed greedily under the chunk size with the
 title in front (rag's splitter also overlaps chunks by 30 tokens; a sentence in two chunks
 would take the first). Only the training split is read.
