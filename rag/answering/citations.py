@@ -34,17 +34,11 @@ _STYLE = re.compile(
 )
 _PLAIN = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")  # already canonical: never rewritten
 # "Source 1: claim." at the start of a line or sentence: the claim, cited at its end.
-_PREFIX = re.compile(
-    rf"(?:^|(?<=\n)|(?<=[.!?] ))[ \t]*(?:\*\*)?\[?{_SRC}\s+(?P<nums>{_LIST})\]?(?:\*\*)?"
-    r"[ \t]*[:—–-][ \t]*(?:\*\*)?[ \t]*",
-    re.I,
-)
+_PREFIX_BODY = rf"[ \t]*(?:\*\*)?\[?{_SRC}\s+(?P<nums>{_LIST})\]?(?:\*\*)?[ \t]*[:—–-][ \t]*(?:\*\*)?[ \t]*"
+_PREFIX = re.compile(rf"(?:^|(?<=\n)|(?<=[.!?] )){_PREFIX_BODY}", re.I)
 # The same prefix where the claim of another one starts ("Source 1: Source 2: claim."): folded
 # into the first, or the claim would start with a prefix the next pass rewrites again.
-_INNER = re.compile(
-    rf"[ \t]*(?:\*\*)?\[?{_SRC}\s+(?P<nums>{_LIST})\]?(?:\*\*)?[ \t]*[:—–-][ \t]*(?:\*\*)?[ \t]*",
-    re.I,
-)
+_INNER = re.compile(_PREFIX_BODY, re.I)
 # Words after which "(2)" names a thing, not a source: "Equation (2)", "step (3)".
 _NOT_BEFORE = re.compile(
     r"(?:eq|eqs|equation|equations|fig|figure|figures|table|tables|step|steps|section|sec|"
@@ -96,7 +90,10 @@ def _prefix_styles(text: str, n_sources: int, end: bool, rewrites: list[dict[str
         if not nums or stop is None or "\n" in text[m.end(): stop.start()]:
             continue
         claim = m.end()
-        while (inner := _INNER.match(text, claim, stop.start())) and (more := _numbers(inner.group("nums"), n_sources)):
+        while inner := _INNER.match(text, claim, stop.start()):
+            more = _numbers(inner.group("nums"), n_sources)
+            if not more:
+                break
             nums += [n for n in more if n not in nums]
             claim = inner.end()
         marker = "[" + ", ".join(map(str, nums)) + "]"
