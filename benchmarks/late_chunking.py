@@ -37,13 +37,12 @@ import json
 import random
 import sys
 import time
-from pathlib import Path
 
 import numpy as np
+from _bench import ROOT, SCIFACT
+from judge_calibration import roc_auc
 
-ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
-SCIFACT = ROOT.parent / "shared" / "benchmarks" / "scifact"
 
 
 def load(docs: int, seed: int) -> tuple[list[dict], dict[int, dict]]:
@@ -115,12 +114,6 @@ def late_vectors(embedder, chunks: list[tuple[str, list[tuple[int, int, int]]]],
                 context[s] = whole
                 done[s] = True
     return out, context
-
-
-def roc_auc(scores: np.ndarray, labels: np.ndarray) -> float:
-    pos, neg = scores[labels], scores[~labels]
-    return float(((pos[:, None] > neg[None, :]).sum() + 0.5 * (pos[:, None] == neg[None, :]).sum())
-                 / (len(pos) * len(neg)))
 
 
 def main() -> None:
