@@ -1,7 +1,7 @@
 """Fit the relevance models (rag/relevance/params.json) on the fit split of three corpora.
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
-        [--scifact-home DIR] [--write] [--metadata-grid]
+        [--scifact-home DIR] [--write] [--decline-only] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -21,7 +21,11 @@ paper answer the fact question), `answer` (does the index answer the question at
 maximise mean F1 over the fit questions; answer is the highest bound at which no corpus
 abstains on more than 5% of its answerable questions (the issue's false-abstention bound);
 all three on out-of-fold probabilities (5 folds over the fit questions), and the answer model
-learns from out-of-fold paper probabilities, as it will meet them on unseen questions.
+learns from out-of-fold paper probabilities, as it will meet them on unseen questions. The
+answer model's second, lower bound, `decline` (with a model, a question is declined before the
+call only below it), is the highest at which no corpus has more than DECLINE_WITH_MODEL of its
+answerable fit questions below it; `--decline-only` fits just that bound, as a full fit would,
+and reports the shipped models with it.
 Prints the decisions' figures on the fit and the held-out split; `--write` stores the params.
 The same decisions through the whole answering pipeline, per corpus and split: `rag eval`
 with each set and its index (evals/README.md). `--metadata-grid` instead prints, for each
@@ -67,6 +71,10 @@ RUNS = [("seeds", "evals/questions.yaml", "default"),
 POOL = {"fact": 50, "list": 100, "list_divisor": 5, "list_max": 400}
 L2_GRID = (0.01, 0.1, 1.0, 10.0)
 FALSE_ABSTENTION = 0.05  # the most false abstention the answer bound may cost, per corpus
+# With a model, a question is declined before the call only below a lower bound, `decline`:
+# one at which at most this share of any corpus's answerable fit questions falls; between it
+# and the answer bound the model is asked, and told to say when the abstracts do not answer.
+DECLINE_WITH_MODEL = 0.01
 EXTRACT_VERSION = 2  # bump when extract() changes: the cached features are then recomputed
 PARAMS = ROOT / "rag" / "relevance" / "params.json"
 
@@ -257,17 +265,19 @@ def best_member_threshold(items: list[dict[str, Any]], p_of: Any) -> float:
     return float(max(grid, key=mean_f1))
 
 
-def answer_threshold(p: np.ndarray, y: np.ndarray, corpora: list[str]) -> float:
+def answer_threshold(p: np.ndarray, y: np.ndarray, corpora: list[str],
+                     limit: float = FALSE_ABSTENTION) -> float:
     """The highest bound on P(answerable) (the most abstention on unanswerable questions) at
-    which no corpus abstains on more than FALSE_ABSTENTION of its answerable fit questions,
-    the issue's bound on false abstention."""
-    best = 0.02
-    for t in np.linspace(0.02, 0.98, 97):
+    which no corpus abstains on more than `limit` of its answerable fit questions: the
+    issue's bound on false abstention for the answer bound, DECLINE_WITH_MODEL for the bound
+    below which a question is declined before a model is asked (`decline`)."""
+    best = 0.0
+    for t in np.linspace(0.01, 0.98, 98):
         rates = [float((p[(y == 1) & (np.array(corpora) == c)] < t).mean())
                  for c in sorted(set(corpora)) if ((y == 1) & (np.array(corpora) == c)).any()]
-        if max(rates) <= FALSE_ABSTENTION:
+        if max(rates) <= limit:
             best = float(t)
-    return best
+    return round(best, 2)
 
 
 # -- the question as a whole, and sentences -----------------------------------------------
@@ -350,11 +360,15 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
     for it in items:
         key = f"{it['corpus']} {it['split']}"
         model = models["member" if it["list"] else "source"]
-        answered = answer.probability(it["qrow"]) >= answer.threshold
+        p_answer = answer.probability(it["qrow"])
+        answered = p_answer >= answer.threshold
+        asks_model = float(not answered and p_answer >= answer.decline)  # with a model only
         if not it["relevant"]:
             out[key]["abstains (unanswerable)"].append(float(not answered))
+            out[key]["model asked (unanswerable)"].append(asks_model)
             continue
         out[key]["false abstention"].append(float(not answered))
+        out[key]["declined before a model"].append(float(p_answer < answer.decline))
         p = it["paper_probs"]
         ranked = sorted(zip(it["hits"], p, strict=True), key=lambda t: -t[1])
         chosen = {h.paper.paper_id for h, pi in ranked if pi >= model["threshold"]} or {ranked[0][0].paper.paper_id}
@@ -437,6 +451,10 @@ def main() -> None:
     ap.add_argument("--home", type=Path, default=Path("/tmp/rag-relevance"))
     ap.add_argument("--scifact-home", type=Path, help="where the scifact index lives (default --home)")
     ap.add_argument("--write", action="store_true", help=f"write {PARAMS.relative_to(ROOT)}")
+    ap.add_argument("--decline-only", action="store_true",
+                    help="keep the shipped models: fit only the answer model's `decline` bound "
+                         "(as a full fit would), report the shipped models with it, and with "
+                         "--write add it to the shipped parameters")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -474,16 +492,28 @@ def main() -> None:
     answer = fit_model(QUESTION_FEATURES, *answer_data(fit))
     held = out_of_fold(QUESTION_FEATURES, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
     _, ya, _, _ = answer_data(fit)
-    answer["threshold"] = answer_threshold(np.array([held[it["id"] + it["corpus"]][0] for it in fit]),
-                                           np.array(ya), [it["corpus"] for it in fit])
+    oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
+    answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
+    answer["decline"] = min(answer["threshold"], answer_threshold(
+        oof_answer, np.array(ya), [it["corpus"] for it in fit], DECLINE_WITH_MODEL))
     models["answer"] = answer
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
     models["sentence"] = fit_model(SENTENCE_FEATURES, *sentence_fit_data([s for s in sents if s["split"] == "fit"]))
+    shipped = json.loads(PARAMS.read_text(encoding="utf-8"))
+    if args.decline_only:
+        # The bound is chosen as a full fit chooses it, on out-of-fold probabilities of the fit
+        # questions; the shipped models' figures are then reported with it (held-out questions
+        # are new to both).
+        shipped["models"]["answer"]["decline"] = min(answer["decline"], shipped["models"]["answer"]["threshold"])
+        models = shipped["models"]
+        for index, rel in rels.items():
+            add_question_rows(rel, [it for it in items if it["index"] == index], models, {})
     for name, m in models.items():
         top = sorted(zip(m["names"], m["coef"], strict=True), key=lambda t: -abs(t[1]))[:6]
-        print(f"{name:<9} threshold {m['threshold']:.2f}  l2 {m['l2']}  rows {m['n']}  "
+        decline = f"  decline {m['decline']:.2f}" if "decline" in m else ""
+        print(f"{name:<9} threshold {m['threshold']:.2f}{decline}  l2 {m['l2']}  rows {m['n']}  "
               + ", ".join(f"{n} {c:+.2f}" for n, c in top))
     for split in ("fit", "heldout"):
         part = [it for it in items if it["split"] == split and not it["list"]]
@@ -493,12 +523,19 @@ def main() -> None:
     for key, figs in decision_figures(items, sents, models).items():
         for name, (value, n) in figs.items():
             print(f"{key:<18}{name:<26}{value:>7.3f}{n:>6}")
-    if args.write:
+    if args.write and args.decline_only:
+        shipped["fitted"]["smallest_index"] = min(len(r.retriever.papers()) for r in rels.values())
+        PARAMS.write_text(json.dumps(shipped, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote the decline bound into {PARAMS.relative_to(ROOT)}")
+    elif args.write:
         params = {"format": 1, "pool": POOL, "models": models,
                   "fitted": {"by": "scripts/fit_relevance.py", "date": time.strftime("%Y-%m-%d"),
                              "questions": {f"{c} {s}": sum(it["corpus"] == c and it["split"] == s for it in items)
                                            for c in ("seeds", "pubmedqa", "scifact", "cross") for s in ("fit", "heldout")},
-                             "sentences_questions": len([s for s in sents if s["split"] == "fit"])}}
+                             "sentences_questions": len([s for s in sents if s["split"] == "fit"]),
+                             # in a smaller index, words are weighed as in one of this size
+                             # (rag.relevance.Relevance.stats)
+                             "smallest_index": min(len(r.retriever.papers()) for r in rels.values())}}
         PARAMS.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {PARAMS.relative_to(ROOT)}")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)

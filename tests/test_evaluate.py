@@ -106,9 +106,13 @@ def test_recorded_faithful_answers_pass(seeded_settings: Any, ollama_server: Any
     m = report["metrics"]
     assert m["faithfulness"]["value"] == 1.0 and m["citation_validity"]["value"] == 1.0
     assert m["fact_recall"]["value"] == 1.0 and m["abstention_accuracy"]["value"] == 1.0
-    # The unanswerable question is declined before any model call (the relevance model).
     assert all(r["answerer"].startswith("ollama:") for r in report["questions"] if not r["abstained"])
-    assert [r["id"] for r in report["questions"] if r["abstained"]] == ["unanswerable-skrull-license"]
+    # One unanswerable question is declined before any model call (the relevance model); the
+    # borderline near miss reaches the model, which declines it.
+    declined = {r["id"]: r for r in report["questions"] if r["abstained"]}
+    assert set(declined) == {"unanswerable-skrull-license", "unanswerable-fha-kitchens-license"}
+    assert declined["unanswerable-skrull-license"]["answerer"] == "extractive"
+    assert declined["unanswerable-fha-kitchens-license"]["answerer"].startswith("ollama:")
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # see collect_model_clients

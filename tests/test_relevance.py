@@ -74,6 +74,39 @@ def test_a_spoilt_parameters_file_is_refused_not_declining_everything(
         load_params(path)
 
 
+def test_an_unmeasured_feature_weighs_neither_way() -> None:
+    """An index of one paper has no second candidate: that feature is NaN, and the answer
+    model counts it as its fitted mean instead of a probability of 0, which alone declined."""
+    model = load_params()["models"]["answer"]
+    row = dict(zip(model.names, model.mean.tolist(), strict=True))
+    row["p_top"] += model.scale[model.names.index("p_top")]  # a confident top paper
+    at_mean = model.probability(row)
+    row["p_second"] = float("nan")
+    assert model.probability(row) == pytest.approx(at_mean)
+    assert model.probabilities([row])[0] == pytest.approx(at_mean)
+    row["p_second"] = -13.8  # the logit of a probability of 0, as it was measured before
+    assert model.probability(row) < at_mean - 0.2
+
+
+def test_small_index_is_made_up_to_the_fitted_size() -> None:
+    """Word weights and what is normal in an index smaller than any fitted on come mostly from
+    the fitted corpora (rag/relevance/background.json), the more so the smaller the index."""
+    import math
+
+    from rag.relevance.stats import IndexStats, background, padded
+
+    one = IndexStats(1, {"injsi": 1, "spars": 1}, *[math.nan] * 6)
+    small = padded(one, 60)
+    # "much" is in no paper of this index, but in many of the fitted corpora: a generic word
+    assert background()["df"]["much"] > 50
+    assert small.idf("much") < small.idf("injsi") < small.idf("zzzunseen")
+    assert one.idf("much") == one.idf("zzzunseen")  # unpadded, every absent word weighs most
+    assert small.top_mean == background()["stats"]["top_mean"]
+    twenty = padded(IndexStats(20, {}, 0.9, 0.01, 0.9, 0.01, 0.9, 0.01), 60)
+    assert background()["stats"]["bg_mean"] < twenty.bg_mean < 0.9
+    assert twenty.bg_std > 0.01
+
+
 # -- lists are not capped at 30 ------------------------------------------------------------
 
 
@@ -91,7 +124,8 @@ class _Relevance:
     def pool_size(self, list_question: bool) -> int:
         return 100
 
-    def decide(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str) -> Decision:
+    def decide(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str,
+               with_model: bool = False) -> Decision:
         return Decision(True, 0.99, hits, {h.paper.paper_id: 0.9 for h in hits}, [])
 
     def prime(self, papers: list[Paper]) -> None:

@@ -133,7 +133,8 @@ class Pipeline:
         run = _Run(question, standalone)
 
         t0 = time.perf_counter()
-        chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters)
+        chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters,
+                                     with_model=client is not None)
         run.timings["retrieve"] = (time.perf_counter() - t0) * 1000
         judge = self.judge
         if opts.judge == "ollama":
@@ -187,8 +188,9 @@ class Pipeline:
             yield from checked.events
         else:
             if client is None or not sources:
+                # A borderline question was to be the model's to judge; without it, declined
                 text = self.extractive.write(standalone, sources, chosen.list_question) \
-                    if sources else NO_ANSWER
+                    if sources and not chosen.borderline else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms

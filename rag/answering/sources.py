@@ -24,6 +24,7 @@ class Selection:
     sources: list[Source]  # numbered 1..n in the order the writer sees them
     list_question: bool
     matched: int  # papers judged relevant
+    borderline: bool = False  # chosen only because a model answers (Decision.borderline)
 
 
 class SourceChooser:
@@ -32,16 +33,21 @@ class SourceChooser:
         self.judge = judge
         self.relevance = relevance or Relevance.load(retriever, judge)
 
-    def decide(self, question: str, filters: Filters | None, list_question: bool) -> Decision:
+    def decide(self, question: str, filters: Filters | None, list_question: bool,
+               with_model: bool = False) -> Decision:
         """The relevance decision over the papers retrieval finds for the question (for a list
         question: for its topic, from a pool that grows with the index)."""
         topic = topic_of(question) if list_question else question
         hits = self.retriever.search(topic, self.relevance.pool_size(list_question), filters)
-        return self.relevance.decide(question, hits, list_question=list_question, topic=topic)
+        return self.relevance.decide(question, hits, list_question=list_question, topic=topic,
+                                     with_model=with_model)
 
-    def choose(self, question: str, k: int, filters: Filters | None) -> Selection:
+    def choose(self, question: str, k: int, filters: Filters | None,
+               with_model: bool = False) -> Selection:
+        """The sources to answer from ([] to abstain); `with_model`: a model writes the
+        answer, so a borderline question gets its sources too (Relevance.decide)."""
         list_q = is_list_question(question)
-        decision = self.decide(question, filters, list_q)
+        decision = self.decide(question, filters, list_q, with_model)
         if not list_q and not decision.answerable:
             decision = self._summary_of_named(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
@@ -53,7 +59,7 @@ class SourceChooser:
         # the writers answer about that paper first.
         sources = [Source(i, h.paper, 1.0 if h.paper.paper_id in named else h.relevance)
                    for i, h in enumerate(chosen, 1)]
-        return Selection(sources, list_q, len(decision.members))
+        return Selection(sources, list_q, len(decision.members), decision.borderline)
 
     def _summary_of_named(self, question: str, decision: Decision) -> Decision:
         """"What is Skrull?" names a paper and asks for what its abstract is: answerable

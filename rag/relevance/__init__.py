@@ -13,6 +13,8 @@ The interface the answering core calls (stable):
     hits = retriever.search(topic_or_question, rel.pool_size(list_question), filters)
     d = rel.decide(question, hits, list_question=..., topic=...)
     d.answerable, d.p_answerable                  # answer or abstain
+    d.borderline                                  # answerable only as a model will answer
+                                                  # (decide(..., with_model=True))
     d.members                                     # lists: every member (may exceed k, up to
                                                   # the pool, which grows with the index);
                                                   # facts: the papers to answer from, best first
@@ -28,6 +30,7 @@ what is asked rather than the name.
 from __future__ import annotations
 
 import json
+import math
 import re
 import threading
 from dataclasses import dataclass, field
@@ -76,6 +79,9 @@ class Decision:
     members: list[PaperHit]
     scores: dict[str, float] = field(default_factory=dict)
     named: list[str] = field(default_factory=list)
+    # Answerable only because a model will read the sources (decide(with_model=True)): below
+    # the answer bound, above the one below which a question is declined before the call.
+    borderline: bool = False
 
 
 def load_params(path: Path | None = None) -> dict[str, Any]:
@@ -99,13 +105,14 @@ def load_params(path: Path | None = None) -> dict[str, Any]:
             unknown = set(models[key].names) - set(names)
             if unknown:
                 raise ValueError(f"model `{key}` uses unknown features {sorted(unknown)}")
+        smallest = int(data.get("fitted", {}).get("smallest_index", 0))
         pool = {k: int(v) for k, v in data["pool"].items()}
         if set(pool) != {"fact", "list", "list_divisor", "list_max"} or min(pool.values()) < 1:
             raise ValueError("pool needs fact, list, list_divisor and list_max, each at least 1")
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
         raise RelevanceParamsError(f"{where}: the fitted relevance parameters are corrupt ({exc})",
                                    hint) from None
-    return {"models": models, "pool": pool}
+    return {"models": models, "pool": pool, "smallest_index": smallest}
 
 
 class Relevance:
@@ -114,6 +121,9 @@ class Relevance:
         self.judge = judge
         self.models: dict[str, Model] = params["models"]
         self.pool = params["pool"]
+        # The fewest papers of an index the models were fitted on (fit_relevance.py writes
+        # it): a smaller one is made up to this size with the fitted corpora (stats.padded).
+        self.smallest_index: int = params.get("smallest_index", 0)
         self._stats: tuple[int, index_stats.IndexStats] | None = None
         self._terms: dict[str, list[set[str]]] = {}
         self._lock = threading.Lock()
@@ -135,6 +145,8 @@ class Relevance:
                 / f"relevance-{store.name}-v{snap.version}-s{index_stats.STATS_FORMAT}.json")
         result = index_stats.cached(path, lambda: index_stats.compute(
             papers, store.sentences, self.retriever.embedder.embed))
+        if result.papers < self.smallest_index:
+            result = index_stats.padded(result, self.smallest_index)
         with self._lock:
             self._stats = (snap.version, result)
         return result
@@ -255,9 +267,11 @@ class Relevance:
         first = rows[int(order[0])]
         return {
             "p_top": logit(float(probs[order[0]])),
-            "p_second": logit(float(probs[order[1]])) if len(order) > 1 else logit(0.0),
+            # With one candidate there is no second one to compare with: unmeasured (NaN),
+            # which the model counts as its fitted mean (features.Model.standardised).
+            "p_second": logit(float(probs[order[1]])) if len(order) > 1 else math.nan,
             "z_top_best": st.z_top(cos[0]), "z_self_best": st.z_self(cos[0]),
-            "gap": cos[0] - cos[1] if len(cos) > 1 else cos[0],
+            "gap": cos[0] - cos[1] if len(cos) > 1 else math.nan,
             "cov_aspect": max(covs) if asked else 1.0,
             "cov_aspect_doc": coverage(asked, record, st) if asked else 1.0,
             "miss_max": missing_max(asked, record, st), "cos_aspect": float(sims.max()),
@@ -274,8 +288,12 @@ class Relevance:
     # -- decisions -------------------------------------------------------------------------
 
     def decide(self, question: str, hits: list[PaperHit], *, list_question: bool,
-               topic: str) -> Decision:
-        """Answer or abstain, and which papers: see the module docstring."""
+               topic: str, with_model: bool = False) -> Decision:
+        """Answer or abstain, and which papers: see the module docstring. `with_model`: a
+        model will write the answer, told to say when the sources do not answer, and its
+        answer is checked, so a borderline question (between the answer model's `decline`
+        and `threshold`) is answerable: only one below `decline` is declined before the
+        call."""
         if not hits:
             return Decision(False, 0.0, [], {}, [])
         text = topic if list_question else question
@@ -291,7 +309,9 @@ class Relevance:
         scores = {h.paper.paper_id: float(p) for h, p in zip(hits, probs, strict=True)}
         ranked = sorted(hits, key=lambda h: (-(h.paper.paper_id in named) * (not list_question),
                                              -scores[h.paper.paper_id]))
-        answerable = p_answer >= self.models["answer"].threshold
+        bounds = self.models["answer"]
+        borderline = with_model and bounds.decline <= p_answer < bounds.threshold
+        answerable = p_answer >= bounds.threshold or borderline
         # A paper the question names by name is a source of a fact answer whatever its score
         # ("How do Skrull and DeepSpeed-Ulysses handle ...?" is answered from both).
         members = [h for h in ranked if scores[h.paper.paper_id] >= model.threshold
@@ -299,7 +319,7 @@ class Relevance:
         if answerable and not members:
             members = ranked[:1]
         named_ids = [h.paper.paper_id for h in ranked if h.paper.paper_id in named or meta.get(h.paper.paper_id)]
-        return Decision(answerable, p_answer, members, scores, named_ids)
+        return Decision(answerable, p_answer, members, scores, named_ids, borderline)
 
     def best_sentences(self, question: str, paper: Paper, qvec: np.ndarray) -> list[tuple[float, str]]:
         """The sentences of the paper's abstract with the probability that each answers the

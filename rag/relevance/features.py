@@ -96,8 +96,7 @@ def record_answers(question: str, paper: Paper) -> float:
 
 def missing_max(asked: set[str], have: set[str], stats: IndexStats) -> float:
     """The most specific asked term the text lacks, as a share of the largest IDF possible."""
-    top = math.log((stats.papers + 1) / 0.5)
-    return max((stats.idf(t) for t in asked - have), default=0.0) / top
+    return max((stats.idf(t) for t in asked - have), default=0.0) / stats.idf_max()
 
 
 def has_number(sentence: str) -> bool:
@@ -119,6 +118,10 @@ class Model:
     coef: np.ndarray
     bias: float
     threshold: float  # decision bound on the probability, fitted on the fit split
+    # The answer model's lower bound: with a model, a question between it and `threshold` is
+    # asked of the model (told to say when the abstracts do not answer); only one below it
+    # is declined before the call. The same as `threshold` when not fitted.
+    decline: float
 
     @classmethod
     def from_dict(cls, d: dict[str, Any]) -> Model:
@@ -127,6 +130,7 @@ class Model:
         if not names or any(a.shape != (len(names),) for a in (mean, scale, coef)):
             raise ValueError("mean, scale and coef must have one value per feature name")
         bias, threshold = float(d["bias"]), float(d["threshold"])
+        decline = float(d.get("decline", threshold))
         # A NaN weight would make every probability NaN, and every comparison with a bound
         # false: every question declined without a word. Refuse the file instead.
         if not all(np.isfinite(a).all() for a in (mean, scale, coef)) or not math.isfinite(bias):
@@ -135,18 +139,28 @@ class Model:
             raise ValueError("a feature scale is not positive")
         if not 0.0 <= threshold <= 1.0:
             raise ValueError(f"threshold {threshold} is not a probability")
-        return cls(names, mean, scale, coef, bias, threshold)
+        if not 0.0 <= decline <= threshold:
+            raise ValueError(f"decline {decline} is not a probability at most the threshold")
+        return cls(names, mean, scale, coef, bias, threshold, decline)
+
+    def standardised(self, x: np.ndarray) -> np.ndarray:
+        """(x - mean) / scale, with a feature this index cannot measure (NaN: a second
+        candidate in an index of one paper, what is normal in an index too small to tell)
+        counted as its fitted mean, so it weighs neither way. Left as measured, such a value
+        (the logit of a probability of 0) decided alone, and an index of one paper declined
+        what its abstract plainly says."""
+        return np.where(np.isnan(x), 0.0, (x - self.mean) / self.scale)  # type: ignore[no-any-return]
 
     def probability(self, features: dict[str, float]) -> float:
         x = np.array([features[n] for n in self.names], dtype=np.float64)
-        z = float(((x - self.mean) / self.scale) @ self.coef + self.bias)
+        z = float(self.standardised(x) @ self.coef + self.bias)
         return 1.0 / (1.0 + math.exp(-max(min(z, 40.0), -40.0)))
 
     def probabilities(self, rows: list[dict[str, float]]) -> np.ndarray:
         if not rows:
             return np.zeros(0)
         x = np.array([[r[n] for n in self.names] for r in rows], dtype=np.float64)
-        z = ((x - self.mean) / self.scale) @ self.coef + self.bias
+        z = self.standardised(x) @ self.coef + self.bias
         return 1.0 / (1.0 + np.exp(-np.clip(z, -40.0, 40.0)))
 
 

@@ -16,7 +16,7 @@ import json
 import logging
 import math
 import random
-from dataclasses import asdict, dataclass
+from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
 
@@ -26,7 +26,7 @@ from rag.judge import content_words
 
 log = logging.getLogger(__name__)
 
-STATS_FORMAT = 1  # bump when IndexStats changes shape or meaning: old caches are recomputed
+STATS_FORMAT = 2  # bump when IndexStats changes shape or meaning: old caches are recomputed
 SAMPLE_QUESTIONS = 200  # pseudo-questions per index
 SAMPLE_PAPERS = 1000  # papers they are compared with
 _SEED = 12
@@ -42,10 +42,27 @@ class IndexStats:
     top_std: float
     self_mean: float  # ... to its own paper (what an answerable question looks like here)
     self_std: float
+    # For an index smaller than any the models were fitted on (padded()): papers and df of
+    # those corpora, and how many of their papers' worth make this index up to the smallest
+    # of them. Not cached: set on the stats as they are used.
+    padding: tuple[int, dict[str, int], int] | None = field(default=None, repr=False)
 
     def idf(self, term: str) -> float:
-        """Smoothed inverse document frequency; a term no paper has gets the largest value."""
-        return math.log((self.papers + 1) / (self.df.get(term, 0) + 0.5))
+        """Smoothed inverse document frequency; a term no paper has gets the largest value.
+        In a padded index a word counts in the papers of this index that have it, plus the
+        padding's share of the fitted corpora's papers that have it."""
+        df = float(self.df.get(term, 0))
+        if self.padding:
+            papers, bg_df, pad = self.padding
+            df += pad * bg_df.get(term, 0) / papers
+        return math.log((self.size() + 1) / (df + 0.5))
+
+    def size(self) -> float:
+        return self.papers + (self.padding[2] if self.padding else 0)
+
+    def idf_max(self) -> float:
+        """The IDF of a term no paper has."""
+        return math.log((self.size() + 1) / 0.5)
 
     def z_background(self, cos: float) -> float:
         return (cos - self.bg_mean) / self.bg_std
@@ -73,8 +90,9 @@ def compute(papers: list[Any], sentences: Any, embed: Any) -> IndexStats:
         stored.update(sentences(ids[i : i + 200]))
     compared = [p for p in compared if p.paper_id in stored]
     asking = [p for p in asking if p.paper_id in stored and len(stored[p.paper_id][0]) > 1]
-    if len(compared) < 2 or not asking:
-        return IndexStats(len(papers), df, 0.2, 0.1, 0.4, 0.1, 0.6, 0.1)
+    if len(compared) < 2 or not asking:  # nothing to compare with: unmeasured, not guessed
+        nan = math.nan
+        return IndexStats(len(papers), df, nan, nan, nan, nan, nan, nan)
     titled = [p for p in asking if p.title]
     title_vecs = dict(zip([p.paper_id for p in titled], embed([p.title for p in titled]), strict=True)) \
         if titled else {}
@@ -119,8 +137,57 @@ def cached(path: Path, build: Any) -> IndexStats:
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
         tmp = path.with_suffix(".tmp")
-        tmp.write_text(json.dumps({"format": STATS_FORMAT, **asdict(stats)}), encoding="utf-8")
+        data = {"format": STATS_FORMAT, **asdict(stats)}
+        data.pop("padding")
+        tmp.write_text(json.dumps(data), encoding="utf-8")
         tmp.replace(path)
     except OSError as exc:
         log.warning("could not cache the relevance statistics: %s", exc)
     return stats
+
+
+_BACKGROUND: dict[str, Any] | None = None
+
+
+def background() -> dict[str, Any]:
+    """The corpora the relevance models were fitted on, as these features see them
+    (rag/relevance/background.json, written by scripts/background.py): papers, document
+    frequencies `df`, and the mean over the corpora of what is normal in each, `stats`."""
+    global _BACKGROUND
+    if _BACKGROUND is None:
+        from importlib import resources
+
+        data = json.loads(resources.files("rag.relevance").joinpath("background.json")
+                          .read_text(encoding="utf-8"))
+        _BACKGROUND = {"papers": int(data["papers"]), "df": {str(k): int(v) for k, v in data["df"].items()},
+                       "stats": {k: float(data["stats"][k]) for pair in _DISTRIBUTIONS for k in pair}}
+    return _BACKGROUND
+
+
+_DISTRIBUTIONS = (("bg_mean", "bg_std"), ("top_mean", "top_std"), ("self_mean", "self_std"))
+
+
+def padded(stats: IndexStats, size: int) -> IndexStats:
+    """The stats of an index of fewer than `size` papers (the smallest index the models were
+    fitted on), made up to that size with the fitted corpora (background()): its words are
+    weighed with its own papers plus the corpora's word frequencies for the rest (`padding`,
+    IndexStats.idf), and what is normal in it is the mixture of its own measurements (each
+    paper counting one) and the corpora's (the rest); an index too small to measure any takes
+    the corpora's. Weighed as measured, in an index of one paper every question word its
+    abstract lacks had the largest IDF, and half of what it plainly says was declined
+    (benchmarks/small_indexes.py). Written by hand: the weighing is this module's own."""
+    bg = background()
+    own = stats.papers / size
+    values: dict[str, float] = {}
+    for mean_key, std_key in _DISTRIBUTIONS:
+        m, s = getattr(stats, mean_key), getattr(stats, std_key)
+        pm, ps = bg["stats"][mean_key], bg["stats"][std_key]
+        if math.isnan(m) or math.isnan(s):
+            values[mean_key], values[std_key] = pm, ps
+            continue
+        mix = own * m + (1 - own) * pm  # mixture of two distributions: its mean and spread
+        values[mean_key] = mix
+        values[std_key] = math.sqrt(own * (s * s + (m - mix) ** 2) + (1 - own) * (ps * ps + (pm - mix) ** 2))
+    return IndexStats(stats.papers, stats.df, values["bg_mean"], values["bg_std"], values["top_mean"],
+                      values["top_std"], values["self_mean"], values["self_std"],
+                      padding=(bg["papers"], bg["df"], size - stats.papers))
