@@ -1,7 +1,7 @@
 """Fit the relevance models (rag/relevance/params.json) on the fit split of three corpora.
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
-        [--scifact-home DIR] [--write] [--decline-only] [--metadata-grid]
+        [--scifact-home DIR] [--write] [--decline-only] [--transfer] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -295,6 +295,64 @@ def add_question_rows(rel: Any, items: list[dict[str, Any]], models: dict[str, A
                                       it["rows"], p, it["named"], it["list"])
 
 
+def answer_data(part: list[dict[str, Any]]) -> tuple[list[Any], list[float], list[float], list[str]]:
+    qw = weights(part, lambda it: f"{it['corpus']}-{it['kind']}")
+    return ([it["qrow"] for it in part], [float(bool(it["relevant"])) for it in part],
+            [qw[it["id"] + it["corpus"]] for it in part], [it["id"] + it["corpus"] for it in part])
+
+
+def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict[str, Any]],
+               fit_sents: list[dict[str, Any]]) -> dict[str, Any]:
+    """The four models and their bounds from the `fit` questions and sentences only. Sets
+    every item's question row (`qrow`) as these models see it: from out-of-fold paper
+    probabilities for the fit questions, as the answer model learns them."""
+    models: dict[str, Any] = {}
+    oof: dict[str, np.ndarray] = {}
+    for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
+        part = [it for it in fit if pick(it)]
+        models[name] = fit_model(PAPER_FEATURES, *paper_data(part))
+        held = out_of_fold(PAPER_FEATURES, part, models[name]["l2"], paper_data, lambda it: it["rows"])
+        oof.update(held)
+        models[name]["threshold"] = best_member_threshold(
+            [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
+    for index, rel in rels.items():
+        add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
+    answer = fit_model(QUESTION_FEATURES, *answer_data(fit))
+    held = out_of_fold(QUESTION_FEATURES, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
+    _, ya, _, _ = answer_data(fit)
+    oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
+    answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
+    answer["decline"] = min(answer["threshold"], answer_threshold(
+        oof_answer, np.array(ya), [it["corpus"] for it in fit], DECLINE_WITH_MODEL))
+    models["answer"] = answer
+    models["sentence"] = fit_model(SENTENCE_FEATURES, *sentence_fit_data(fit_sents))
+    return models
+
+
+FIELDS = {"default": "seeds", "pubmedqa": "pubmedqa", "scifact": "scifact"}
+
+
+def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: list[dict[str, Any]],
+                   figures: dict[str, dict[str, Any]]) -> list[tuple[str, str, float, float, float, int]]:
+    """Leave one corpus out: (corpus, figure, fit, held-out, left-out, n) for each corpus's
+    held-out questions, `figures` being those of the models fitted on all three, and left-out
+    those of models fitted on the other two corpora's fit questions alone. A corpus goes with
+    its abstracts: a cross-corpus question counts for the corpus whose index it is asked of.
+    Resets every item's `qrow` (call it last)."""
+    rows = []
+    for index, corpus in FIELDS.items():
+        fit = [it for it in items if it["split"] == "fit" and it["index"] != index]
+        fit_s = [s for s in sents if s["split"] == "fit" and s["corpus"] != corpus]
+        loco = fit_models(rels, items, fit, fit_s)
+        held = [it for it in items if it["split"] == "heldout" and it["corpus"] == corpus]
+        held_s = [s for s in sents if s["split"] == "heldout" and s["corpus"] == corpus]
+        left = decision_figures(held, held_s, loco).get(f"{corpus} heldout", {})
+        for fig, (value, n) in left.items():
+            rows.append((corpus, fig, figures.get(f"{corpus} fit", {}).get(fig, (float("nan"), 0))[0],
+                         figures[f"{corpus} heldout"][fig][0], value, n))
+    return rows
+
+
 def _is_answer(corpus: str, sentence: str, facts: list[str]) -> bool:
     s = normalise(sentence).rstrip(". ")
     alts = [normalise(a).rstrip(". ") for f in facts for a in f.split("|") if a.strip()]
@@ -455,6 +513,8 @@ def main() -> None:
                     help="keep the shipped models: fit only the answer model's `decline` bound "
                          "(as a full fit would), report the shipped models with it, and with "
                          "--write add it to the shipped parameters")
+    ap.add_argument("--transfer", action="store_true",
+                    help="also print the leave-one-corpus-out table (three more fits)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -471,36 +531,12 @@ def main() -> None:
             ensure_index(settings)
             rels[index] = relevance_for(settings)
     items = extracted(rels, args.home / "fit-relevance-features.pickle")
-    fit = [it for it in items if it["split"] == "fit"]
-    models: dict[str, Any] = {}
-    oof: dict[str, np.ndarray] = {}
-    for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
-        part = [it for it in fit if pick(it)]
-        models[name] = fit_model(PAPER_FEATURES, *paper_data(part))
-        held = out_of_fold(PAPER_FEATURES, part, models[name]["l2"], paper_data, lambda it: it["rows"])
-        oof.update(held)
-        models[name]["threshold"] = best_member_threshold(
-            [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
-    for index, rel in rels.items():
-        add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
-
-    def answer_data(part: list[dict[str, Any]]) -> tuple[list[Any], list[float], list[float], list[str]]:
-        qw = weights(part, lambda it: f"{it['corpus']}-{it['kind']}")
-        return ([it["qrow"] for it in part], [float(bool(it["relevant"])) for it in part],
-                [qw[it["id"] + it["corpus"]] for it in part], [it["id"] + it["corpus"] for it in part])
-
-    answer = fit_model(QUESTION_FEATURES, *answer_data(fit))
-    held = out_of_fold(QUESTION_FEATURES, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
-    _, ya, _, _ = answer_data(fit)
-    oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
-    answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
-    answer["decline"] = min(answer["threshold"], answer_threshold(
-        oof_answer, np.array(ya), [it["corpus"] for it in fit], DECLINE_WITH_MODEL))
-    models["answer"] = answer
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
-    models["sentence"] = fit_model(SENTENCE_FEATURES, *sentence_fit_data([s for s in sents if s["split"] == "fit"]))
+    models = fit_models(rels, items, [it for it in items if it["split"] == "fit"],
+                        [s for s in sents if s["split"] == "fit"])
+    answer = models["answer"]
     shipped = json.loads(PARAMS.read_text(encoding="utf-8"))
     if args.decline_only:
         # The bound is chosen as a full fit chooses it, on out-of-fold probabilities of the fit
@@ -520,7 +556,8 @@ def main() -> None:
         print(f"answerable-vs-not ROC AUC, {split}: "
               f"{auc(probs(models['answer'], [it['qrow'] for it in part]), np.array([float(bool(it['relevant'])) for it in part])):.3f}")
     print(f"\n{'corpus split':<18}{'figure':<26}{'value':>7}{'n':>6}")
-    for key, figs in decision_figures(items, sents, models).items():
+    figures = decision_figures(items, sents, models)
+    for key, figs in figures.items():
         for name, (value, n) in figs.items():
             print(f"{key:<18}{name:<26}{value:>7.3f}{n:>6}")
     if args.write and args.decline_only:
@@ -538,6 +575,14 @@ def main() -> None:
                              "smallest_index": min(len(r.retriever.papers()) for r in rels.values())}}
         PARAMS.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {PARAMS.relative_to(ROOT)}")
+    if args.transfer:
+        print("\nleave one corpus out: held-out questions of each corpus, models fitted on all "
+              "three (held) and on the other two alone (left); * marks a left-out figure more "
+              "than 0.10 worse than held")
+        print(f"{'corpus':<10}{'figure':<26}{'fit':>7}{'held':>7}{'left':>7}{'n':>6}")
+        for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures):
+            worse = left > h + 0.10 if fig in ("false abstention", "declined before a model") else left < h - 0.10
+            print(f"{c:<10}{fig:<26}{f:>7.3f}{h:>7.3f}{left:>7.3f}{n:>6}{' *' if worse else ''}")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
