@@ -1,7 +1,8 @@
 """Fit the relevance models (rag/relevance/params.json) on the fit split of three corpora.
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
-        [--scifact-home DIR] [--write] [--decline-only] [--transfer] [--metadata-grid]
+        [--scifact-home DIR] [--write] [--decline-only] [--transfer]
+        [--drop-sentence-features A,B] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -302,7 +303,8 @@ def answer_data(part: list[dict[str, Any]]) -> tuple[list[Any], list[float], lis
 
 
 def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict[str, Any]],
-               fit_sents: list[dict[str, Any]]) -> dict[str, Any]:
+               fit_sents: list[dict[str, Any]], sentence_names: tuple[str, ...] = SENTENCE_FEATURES
+               ) -> dict[str, Any]:
     """The four models and their bounds from the `fit` questions and sentences only. Sets
     every item's question row (`qrow`) as these models see it: from out-of-fold paper
     probabilities for the fit questions, as the answer model learns them."""
@@ -325,7 +327,7 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
     answer["decline"] = min(answer["threshold"], answer_threshold(
         oof_answer, np.array(ya), [it["corpus"] for it in fit], DECLINE_WITH_MODEL))
     models["answer"] = answer
-    models["sentence"] = fit_model(SENTENCE_FEATURES, *sentence_fit_data(fit_sents))
+    models["sentence"] = fit_model(sentence_names, *sentence_fit_data(fit_sents))
     return models
 
 
@@ -333,7 +335,8 @@ FIELDS = {"default": "seeds", "pubmedqa": "pubmedqa", "scifact": "scifact"}
 
 
 def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: list[dict[str, Any]],
-                   figures: dict[str, dict[str, Any]]) -> list[tuple[str, str, float, float, float, int]]:
+                   figures: dict[str, dict[str, Any]], sentence_names: tuple[str, ...] = SENTENCE_FEATURES
+                   ) -> list[tuple[str, str, float, float, float, int]]:
     """Leave one corpus out: (corpus, figure, fit, held-out, left-out, n) for each corpus's
     held-out questions, `figures` being those of the models fitted on all three, and left-out
     those of models fitted on the other two corpora's fit questions alone. A corpus goes with
@@ -343,7 +346,7 @@ def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: lis
     for index, corpus in FIELDS.items():
         fit = [it for it in items if it["split"] == "fit" and it["index"] != index]
         fit_s = [s for s in sents if s["split"] == "fit" and s["corpus"] != corpus]
-        loco = fit_models(rels, items, fit, fit_s)
+        loco = fit_models(rels, items, fit, fit_s, sentence_names)
         held = [it for it in items if it["split"] == "heldout" and it["corpus"] == corpus]
         held_s = [s for s in sents if s["split"] == "heldout" and s["corpus"] == corpus]
         left = decision_figures(held, held_s, loco).get(f"{corpus} heldout", {})
@@ -515,6 +518,8 @@ def main() -> None:
                          "--write add it to the shipped parameters")
     ap.add_argument("--transfer", action="store_true",
                     help="also print the leave-one-corpus-out table (three more fits)")
+    ap.add_argument("--drop-sentence-features", default="", metavar="A,B",
+                    help="fit the sentence model without these features (e.g. position,is_last)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -534,8 +539,12 @@ def main() -> None:
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
+    dropped = {n for n in args.drop_sentence_features.split(",") if n}
+    if dropped - set(SENTENCE_FEATURES):
+        raise SystemExit(f"--drop-sentence-features: unknown {sorted(dropped - set(SENTENCE_FEATURES))}")
+    sentence_names = tuple(n for n in SENTENCE_FEATURES if n not in dropped)
     models = fit_models(rels, items, [it for it in items if it["split"] == "fit"],
-                        [s for s in sents if s["split"] == "fit"])
+                        [s for s in sents if s["split"] == "fit"], sentence_names)
     answer = models["answer"]
     shipped = json.loads(PARAMS.read_text(encoding="utf-8"))
     if args.decline_only:
@@ -580,7 +589,7 @@ def main() -> None:
               "three (held) and on the other two alone (left); * marks a left-out figure more "
               "than 0.10 worse than held")
         print(f"{'corpus':<10}{'figure':<26}{'fit':>7}{'held':>7}{'left':>7}{'n':>6}")
-        for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures):
+        for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures, sentence_names):
             worse = left > h + 0.10 if fig in ("false abstention", "declined before a model") else left < h - 0.10
             print(f"{c:<10}{fig:<26}{f:>7.3f}{h:>7.3f}{left:>7.3f}{n:>6}{' *' if worse else ''}")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
