@@ -569,8 +569,10 @@ def main() -> None:
     for key, figs in figures.items():
         for name, (value, n) in figs.items():
             print(f"{key:<18}{name:<26}{value:>7.3f}{n:>6}")
+    # in a smaller index, words are weighed as in one of this size (rag.relevance.Relevance.stats)
+    smallest = min(len(r.retriever.papers()) for r in rels.values())
     if args.write and args.decline_only:
-        shipped["fitted"]["smallest_index"] = min(len(r.retriever.papers()) for r in rels.values())
+        shipped["fitted"]["smallest_index"] = smallest
         PARAMS.write_text(json.dumps(shipped, indent=1) + "\n", encoding="utf-8")
         print(f"wrote the decline bound into {PARAMS.relative_to(ROOT)}")
     elif args.write:
@@ -579,9 +581,7 @@ def main() -> None:
                              "questions": {f"{c} {s}": sum(it["corpus"] == c and it["split"] == s for it in items)
                                            for c in ("seeds", "pubmedqa", "scifact", "cross") for s in ("fit", "heldout")},
                              "sentences_questions": len([s for s in sents if s["split"] == "fit"]),
-                             # in a smaller index, words are weighed as in one of this size
-                             # (rag.relevance.Relevance.stats)
-                             "smallest_index": min(len(r.retriever.papers()) for r in rels.values())}}
+                             "smallest_index": smallest}}
         PARAMS.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")
         print(f"wrote {PARAMS.relative_to(ROOT)}")
     if args.transfer:

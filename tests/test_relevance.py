@@ -58,6 +58,7 @@ def test_a_model_with_unknown_features_is_refused(tmp_path: Path) -> None:
     (lambda d: d["models"]["answer"]["coef"].__setitem__(0, float("nan")), "not a finite number"),
     (lambda d: d["models"]["source"]["mean"].pop(), "one value per feature"),
     (lambda d: d["models"]["member"].__setitem__("threshold", 7.0), "not a probability"),
+    (lambda d: d["models"]["answer"].__setitem__("decline", 0.9), "at most the threshold"),
     (lambda d: d["models"]["sentence"]["scale"].__setitem__(0, 0.0), "scale is not positive"),
     (lambda d: d["pool"].__setitem__("fact", 0), "at least 1"),
     (lambda d: d["pool"].pop("list_max"), "pool needs"),

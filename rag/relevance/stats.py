@@ -147,6 +147,7 @@ def cached(path: Path, build: Any) -> IndexStats:
 
 
 _BACKGROUND: dict[str, Any] | None = None
+_DISTRIBUTIONS = (("bg_mean", "bg_std"), ("top_mean", "top_std"), ("self_mean", "self_std"))
 
 
 def background() -> dict[str, Any]:
@@ -164,9 +165,6 @@ def background() -> dict[str, Any]:
     return _BACKGROUND
 
 
-_DISTRIBUTIONS = (("bg_mean", "bg_std"), ("top_mean", "top_std"), ("self_mean", "self_std"))
-
-
 def padded(stats: IndexStats, size: int) -> IndexStats:
     """The stats of an index of fewer than `size` papers (the smallest index the models were
     fitted on), made up to that size with the fitted corpora (background()): its words are
@@ -177,14 +175,12 @@ def padded(stats: IndexStats, size: int) -> IndexStats:
     abstract lacks had the largest IDF, and half of what it plainly says was declined
     (benchmarks/small_indexes.py). Written by hand: the weighing is this module's own."""
     bg = background()
-    own = stats.papers / size
     values: dict[str, float] = {}
     for mean_key, std_key in _DISTRIBUTIONS:
         m, s = getattr(stats, mean_key), getattr(stats, std_key)
         pm, ps = bg["stats"][mean_key], bg["stats"][std_key]
-        if math.isnan(m) or math.isnan(s):
-            values[mean_key], values[std_key] = pm, ps
-            continue
+        own = 0.0 if math.isnan(m) or math.isnan(s) else stats.papers / size
+        m, s = (m, s) if own else (pm, ps)  # unmeasured: the corpora's alone
         mix = own * m + (1 - own) * pm  # mixture of two distributions: its mean and spread
         values[mean_key] = mix
         values[std_key] = math.sqrt(own * (s * s + (m - mix) ** 2) + (1 - own) * (ps * ps + (pm - mix) ** 2))
