@@ -202,6 +202,11 @@ def worker_phases(paths: list[Path]) -> dict[str, object]:
     timers.wrap(rag.ingest, "split_sentences", "sentence split")
     timers.wrap(rag.embed.Embedder, "__init__", "model load (onnxruntime session)")
     timers.wrap(rag.embed.Embedder, "embed", "embedding (Embedder.embed)")
+    if os.environ.get("RAG_DEVICE") == "cuda":  # rag.embed.gpu: the same labels on the GPU path
+        import rag.embed.gpu
+
+        timers.wrap(rag.embed.gpu.TorchEmbedder, "__init__", "model load (sentence-transformers, CUDA)")
+        timers.wrap(rag.embed.gpu.TorchEmbedder, "embed", "embedding (Embedder.embed)")
     timers.wrap(rag.store.Store, "write", "store writes (Chroma)")
     settings = get_settings()
     t_imports = time.perf_counter() - t_start
