@@ -80,6 +80,16 @@ def test_offline_fact_question_quotes_the_number(offline) -> None:  # type: igno
     assert ans.to_public()["citations"][0]["quote"]
 
 
+def test_offline_what_does_x_do_says_what_it_proposes(offline) -> None:  # type: ignore[no-untyped-def]
+    ans = offline.answer("What does DynaPipe do?")
+    # "This paper proposes a dynamic micro-batching approach ...", not only its results
+    assert "dynamic micro-batching approach" in ans.answer and "4.39x" in ans.answer
+    assert "github.com" not in ans.answer  # where its code lives is not what it does
+    assert all(s.supported for s in ans.sentences)
+    # a URL's digits do not make a sentence a result: FHA-Kitchens' release link stays out
+    assert "https://" not in offline.answer("What does FHA-Kitchens do?").answer
+
+
 @pytest.mark.parametrize("question", [
     "How does AlphaFold predict protein structures from amino acid sequences?",
     "What is the best recipe for sourdough bread?",

@@ -5,18 +5,17 @@ answer at all was decided with the sources (an abstention reaches here as no sou
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from rag.answering.metadata import metadata_answer
-from rag.answering.questions import CONTRIBUTION, asks_for_summary, topic_of, without_names
+from rag.answering.questions import asks_for_summary, topic_of, without_names
 from rag.corpus.paper import Paper
 from rag.corpus.text import split_sentences
 from rag.judge import Judge, strip_markers
 from rag.prompts import NO_ANSWER
 from rag.relevance import Relevance
 from rag.relevance.features import CONTRIBUTION as STATES_CONTRIBUTION
+from rag.relevance.features import URL, has_number
 from rag.retrieve import Retriever
 from rag.schema import Source
 
@@ -55,8 +54,13 @@ class ExtractiveWriter:
     def summary(self, source: Source) -> str:
         """For 'What does X do?': what the paper proposes and what it reports, in its words."""
         sents = split_sentences(source.paper.abstract)
-        pick = [s for s in sents if CONTRIBUTION.search(s) or source.name.lower() in s.lower()][:2]
-        results = [s for s in sents if re.search(r"\d", s) and s not in pick][-1:]
+        # The sentences stating what the paper proposes come first, then others naming it; one
+        # that gives where its code or data lives (a URL) says nothing of what it does.
+        states = [s for s in sents if STATES_CONTRIBUTION.search(s)]
+        naming = [s for s in sents if source.name.lower() in s.lower() and s not in states
+                  and not URL.search(s)]
+        pick = (states + naming)[:2]
+        results = [s for s in sents if has_number(s) and s not in pick][-1:]  # a URL's digits are no result
         chosen = [s for s in sents if s in pick + results] or sents[:2]
         text = " ".join(strip_markers(s).rstrip(".") + f" [{source.n}]." for s in chosen)
         return text if source.name.lower() in text.lower() else f"{source.name}: {text}"

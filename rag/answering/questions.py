@@ -22,7 +22,6 @@ META = re.compile(
     r"what year|which year|when was)\b", re.I,
 )
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})\b")
-CONTRIBUTION = re.compile(r"\bwe (?:propose|present|introduce|design|develop|build)\b", re.I)
 
 QUESTION_STOP = content_words(
     "which what papers systems works methods approaches frameworks abstracts studies tools "

@@ -50,7 +50,7 @@ WANTS_NUMBER = re.compile(
     r"\bhow (?:much|many|fast|large|big|long|well|often)\b|\bby how\b|\bwhat (?:percentage|"
     r"fraction|share|number|proportion|rate|ratio|speed-?up|size)\b|\bspeed-?ups?\b", re.I)
 _NUMBER = re.compile(r"\d")
-_URL = re.compile(r"\S*(?:https?://|www\.|github\.com)\S*")
+URL = re.compile(r"\S*(?:https?://|www\.|github\.com)\S*")
 
 PAPER_FEATURES = (
     "cos_chunk", "cos_sent", "z_bg", "z_top", "z_self", "rel_best", "rel_best_z", "cos_mean3",
@@ -100,7 +100,7 @@ def missing_max(asked: set[str], have: set[str], stats: IndexStats) -> float:
 
 
 def has_number(sentence: str) -> bool:
-    return bool(_NUMBER.search(_URL.sub("", sentence)))
+    return bool(_NUMBER.search(URL.sub("", sentence)))
 
 
 def logit(p: float) -> float:
