@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
         [--scifact-home DIR] [--write] [--decline-only] [--transfer]
-        [--drop-sentence-features A,B] [--metadata-grid]
+        [--drop-features A,B] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -303,11 +303,14 @@ def answer_data(part: list[dict[str, Any]]) -> tuple[list[Any], list[float], lis
 
 
 def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict[str, Any]],
-               fit_sents: list[dict[str, Any]], sentence_names: tuple[str, ...] = SENTENCE_FEATURES
+               fit_sents: list[dict[str, Any]], dropped: frozenset[str] = frozenset()
                ) -> dict[str, Any]:
-    """The four models and their bounds from the `fit` questions and sentences only. Sets
-    every item's question row (`qrow`) as these models see it: from out-of-fold paper
-    probabilities for the fit questions, as the answer model learns them."""
+    """The four models and their bounds from the `fit` questions and sentences only, each
+    without the `dropped` features. Sets every item's question row (`qrow`) as these models
+    see it: from out-of-fold paper probabilities for the fit questions, as the answer model
+    learns them."""
+    question_names = tuple(n for n in QUESTION_FEATURES if n not in dropped)
+    sentence_names = tuple(n for n in SENTENCE_FEATURES if n not in dropped)
     models: dict[str, Any] = {}
     oof: dict[str, np.ndarray] = {}
     for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
@@ -319,8 +322,8 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
             [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
     for index, rel in rels.items():
         add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
-    answer = fit_model(QUESTION_FEATURES, *answer_data(fit))
-    held = out_of_fold(QUESTION_FEATURES, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
+    answer = fit_model(question_names, *answer_data(fit))
+    held = out_of_fold(question_names, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
     _, ya, _, _ = answer_data(fit)
     oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
     answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
@@ -335,7 +338,7 @@ FIELDS = {"default": "seeds", "pubmedqa": "pubmedqa", "scifact": "scifact"}
 
 
 def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: list[dict[str, Any]],
-                   figures: dict[str, dict[str, Any]], sentence_names: tuple[str, ...] = SENTENCE_FEATURES
+                   figures: dict[str, dict[str, Any]], dropped: frozenset[str] = frozenset()
                    ) -> list[tuple[str, str, float, float, float, int]]:
     """Leave one corpus out: (corpus, figure, fit, held-out, left-out, n) for each corpus's
     held-out questions, `figures` being those of the models fitted on all three, and left-out
@@ -346,7 +349,7 @@ def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: lis
     for index, corpus in FIELDS.items():
         fit = [it for it in items if it["split"] == "fit" and it["index"] != index]
         fit_s = [s for s in sents if s["split"] == "fit" and s["corpus"] != corpus]
-        loco = fit_models(rels, items, fit, fit_s, sentence_names)
+        loco = fit_models(rels, items, fit, fit_s, dropped)
         held = [it for it in items if it["split"] == "heldout" and it["corpus"] == corpus]
         held_s = [s for s in sents if s["split"] == "heldout" and s["corpus"] == corpus]
         left = decision_figures(held, held_s, loco).get(f"{corpus} heldout", {})
@@ -418,10 +421,12 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
 
     answer = Model.from_dict(models["answer"])
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
+    scored: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (P(answer), answerable)
     for it in items:
         key = f"{it['corpus']} {it['split']}"
         model = models["member" if it["list"] else "source"]
         p_answer = answer.probability(it["qrow"])
+        scored[key].append((p_answer, float(bool(it["relevant"]))))
         answered = p_answer >= answer.threshold
         asks_model = float(not answered and p_answer >= answer.decline)  # with a model only
         if not it["relevant"]:
@@ -446,6 +451,10 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
     for s in sents:
         p = sentence.probabilities(s["rows"])
         out[f"{s['corpus']} {s['split']}"]["top sentence answers"].append(s["labels"][int(np.argmax(p))])
+    for key, pairs in scored.items():  # ranking alone, whatever the threshold
+        p_y = np.array(pairs)
+        if 0 < p_y[:, 1].sum() < len(p_y):
+            out[key]["answerable ROC AUC"] = [auc(p_y[:, 0], p_y[:, 1])] * len(p_y)
     return {k: {m: (float(np.mean(v)), len(v)) for m, v in sorted(d.items())} for k, d in sorted(out.items())}
 
 
@@ -518,8 +527,9 @@ def main() -> None:
                          "--write add it to the shipped parameters")
     ap.add_argument("--transfer", action="store_true",
                     help="also print the leave-one-corpus-out table (three more fits)")
-    ap.add_argument("--drop-sentence-features", default="", metavar="A,B",
-                    help="fit the sentence model without these features (e.g. position,is_last)")
+    ap.add_argument("--drop-features", "--drop-sentence-features", default="", metavar="A,B",
+                    help="fit the answer and sentence models without these features (e.g. "
+                         "position,is_last or named)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -539,12 +549,12 @@ def main() -> None:
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
-    dropped = {n for n in args.drop_sentence_features.split(",") if n}
-    if dropped - set(SENTENCE_FEATURES):
-        raise SystemExit(f"--drop-sentence-features: unknown {sorted(dropped - set(SENTENCE_FEATURES))}")
-    sentence_names = tuple(n for n in SENTENCE_FEATURES if n not in dropped)
+    dropped = frozenset(n for n in args.drop_features.split(",") if n)
+    if dropped - set(SENTENCE_FEATURES) - set(QUESTION_FEATURES):
+        raise SystemExit(f"--drop-features: not a feature of the answer or sentence model: "
+                         f"{sorted(dropped - set(SENTENCE_FEATURES) - set(QUESTION_FEATURES))}")
     models = fit_models(rels, items, [it for it in items if it["split"] == "fit"],
-                        [s for s in sents if s["split"] == "fit"], sentence_names)
+                        [s for s in sents if s["split"] == "fit"], dropped)
     answer = models["answer"]
     shipped = json.loads(PARAMS.read_text(encoding="utf-8"))
     if args.decline_only:
@@ -589,7 +599,7 @@ def main() -> None:
               "three (held) and on the other two alone (left); * marks a left-out figure more "
               "than 0.10 worse than held")
         print(f"{'corpus':<10}{'figure':<26}{'fit':>7}{'held':>7}{'left':>7}{'n':>6}")
-        for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures, sentence_names):
+        for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures, dropped):
             worse = left > h + 0.10 if fig in ("false abstention", "declined before a model") else left < h - 0.10
             print(f"{c:<10}{fig:<26}{f:>7.3f}{h:>7.3f}{left:>7.3f}{n:>6}{' *' if worse else ''}")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
