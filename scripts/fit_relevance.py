@@ -430,8 +430,9 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
         answered = p_answer >= answer.threshold
         asks_model = float(not answered and p_answer >= answer.decline)  # with a model only
         if not it["relevant"]:
-            out[key]["abstains (unanswerable)"].append(float(not answered))
-            out[key]["model asked (unanswerable)"].append(asks_model)
+            kind = "own removed" if it["id"].endswith("~without-own") else "unanswerable"
+            out[key][f"abstains ({kind})"].append(float(not answered))
+            out[key][f"model asked ({kind})"].append(asks_model)
             continue
         out[key]["false abstention"].append(float(not answered))
         out[key]["declined before a model"].append(float(p_answer < answer.decline))
@@ -463,6 +464,31 @@ def auc(p: np.ndarray, y: np.ndarray) -> float:
     if not len(pos) or not len(neg):
         return float("nan")
     return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
+
+
+def without_own(rel: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
+    """Near misses made from answerable fact questions: the same question with the papers
+    that answer it taken out of its candidates, as if the index lacked them. Every corpus
+    gets questions of its own field that its index does not answer (PubMedQA's and SciFact's
+    sets have none of their own: their unanswerable questions come from the other field)."""
+    from rag.retrieve import metadata as metadata_match
+
+    snap = rel.retriever.snapshot()
+    out = []
+    for it in items:
+        if it["list"] or not it["relevant"] or it["kind"] == "metadata":
+            continue
+        hits = [h for h in it["hits"] if h.paper.paper_id not in it["relevant"]]
+        if not hits:
+            continue
+        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(it["question"])
+                if m.paper_id not in it["relevant"]}
+        named = it["named"] - it["relevant"]
+        out.append({**it, "id": it["id"] + "~without-own", "kind": "own-removed", "near_miss": True,
+                    "hits": hits, "named": named, "relevant": set(),
+                    "rows": rel.paper_rows(it["text"], it["qvec"], hits, meta, named),
+                    "labels": [0.0] * len(hits)})
+    return out
 
 
 def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
@@ -530,6 +556,9 @@ def main() -> None:
     ap.add_argument("--drop-features", "--drop-sentence-features", default="", metavar="A,B",
                     help="fit the answer and sentence models without these features (e.g. "
                          "position,is_last or named)")
+    ap.add_argument("--without-own", action="store_true",
+                    help="add near misses: each answerable fact question without the papers "
+                         "that answer it among its candidates (an experiment; not shipped)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -546,6 +575,9 @@ def main() -> None:
             ensure_index(settings)
             rels[index] = relevance_for(settings)
     items = extracted(rels, args.home / "fit-relevance-features.pickle")
+    if args.without_own:
+        for index, rel in rels.items():
+            items += without_own(rel, [it for it in items if it["index"] == index])
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
