@@ -2,7 +2,7 @@
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
         [--scifact-home DIR] [--write] [--decline-only] [--transfer]
-        [--drop-features A,B] [--metadata-grid]
+        [--drop-features A,B] [--without-own CORPORA] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -556,9 +556,10 @@ def main() -> None:
     ap.add_argument("--drop-features", "--drop-sentence-features", default="", metavar="A,B",
                     help="fit the answer and sentence models without these features (e.g. "
                          "position,is_last or named)")
-    ap.add_argument("--without-own", action="store_true",
-                    help="add near misses: each answerable fact question without the papers "
-                         "that answer it among its candidates (an experiment; not shipped)")
+    ap.add_argument("--without-own", default="", metavar="CORPUS,...",
+                    help="add near misses in these corpora (seeds, pubmedqa, scifact): each "
+                         "answerable fact question without the papers that answer it among its "
+                         "candidates (an experiment; not shipped)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -575,9 +576,12 @@ def main() -> None:
             ensure_index(settings)
             rels[index] = relevance_for(settings)
     items = extracted(rels, args.home / "fit-relevance-features.pickle")
-    if args.without_own:
-        for index, rel in rels.items():
-            items += without_own(rel, [it for it in items if it["index"] == index])
+    own_removed = {c for c in args.without_own.split(",") if c}
+    if own_removed - set(FIELDS.values()):
+        raise SystemExit(f"--without-own: not a corpus: {sorted(own_removed - set(FIELDS.values()))}")
+    for index, rel in rels.items():
+        items += without_own(rel, [it for it in items if it["index"] == index
+                                   and it["corpus"] in own_removed])
     sents: list[dict[str, Any]] = []
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
