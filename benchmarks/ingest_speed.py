@@ -189,6 +189,7 @@ class _Timers:
 def worker_phases(paths: list[Path]) -> dict[str, object]:
     t_start = time.perf_counter()
     import rag.embed
+    import rag.embed.gpu  # imports no torch
     import rag.ingest
     import rag.store
     from rag.config import get_settings
@@ -202,11 +203,9 @@ def worker_phases(paths: list[Path]) -> dict[str, object]:
     timers.wrap(rag.ingest, "split_sentences", "sentence split")
     timers.wrap(rag.embed.Embedder, "__init__", "model load (onnxruntime session)")
     timers.wrap(rag.embed.Embedder, "embed", "embedding (Embedder.embed)")
-    if os.environ.get("RAG_DEVICE") == "cuda":  # rag.embed.gpu: the same labels on the GPU path
-        import rag.embed.gpu
-
-        timers.wrap(rag.embed.gpu.TorchEmbedder, "__init__", "model load (sentence-transformers, CUDA)")
-        timers.wrap(rag.embed.gpu.TorchEmbedder, "embed", "embedding (Embedder.embed)")
+    # the GPU path (RAG_DEVICE=auto or cuda where CUDA torch sees a GPU) under the same labels
+    timers.wrap(rag.embed.gpu.TorchEmbedder, "__init__", "model load (sentence-transformers, CUDA)")
+    timers.wrap(rag.embed.gpu.TorchEmbedder, "embed", "embedding (Embedder.embed)")
     timers.wrap(rag.store.Store, "write", "store writes (Chroma)")
     settings = get_settings()
     t_imports = time.perf_counter() - t_start

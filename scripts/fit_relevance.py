@@ -455,7 +455,7 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
     for key, pairs in scored.items():  # ranking alone, whatever the threshold
         p_y = np.array(pairs)
         if 0 < p_y[:, 1].sum() < len(p_y):
-            out[key]["answerable ROC AUC"] = [auc(p_y[:, 0], p_y[:, 1])] * len(p_y)
+            out[key]["answerable ROC AUC"] = [auc(p_y[:, 0], p_y[:, 1])] * len(p_y)  # mean = AUC, n = questions
     return {k: {m: (float(np.mean(v)), len(v)) for m, v in sorted(d.items())} for k, d in sorted(out.items())}
 
 
@@ -553,7 +553,7 @@ def main() -> None:
                          "--write add it to the shipped parameters")
     ap.add_argument("--transfer", action="store_true",
                     help="also print the leave-one-corpus-out table (three more fits)")
-    ap.add_argument("--drop-features", "--drop-sentence-features", default="", metavar="A,B",
+    ap.add_argument("--drop-features", default="", metavar="A,B",
                     help="fit the answer and sentence models without these features (e.g. "
                          "position,is_last or named)")
     ap.add_argument("--without-own", default="", metavar="CORPUS,...",

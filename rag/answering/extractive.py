@@ -14,8 +14,7 @@ from rag.corpus.text import split_sentences
 from rag.judge import Judge, strip_markers
 from rag.prompts import NO_ANSWER
 from rag.relevance import Relevance
-from rag.relevance.features import CONTRIBUTION as STATES_CONTRIBUTION
-from rag.relevance.features import URL, has_number
+from rag.relevance.features import CONTRIBUTION, URL, has_number
 from rag.retrieve import Retriever
 from rag.schema import Source
 
@@ -46,7 +45,7 @@ class ExtractiveWriter:
             sents, vecs = self.judge.sentences(s.paper.abstract)
             sims = vecs @ qvec
             own = [i for i, se in enumerate(sents)
-                   if STATES_CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
+                   if CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
             sent = sents[max(own, key=lambda i: sims[i])]
             lines.append(f"- {s.name}: {strip_markers(sent).rstrip('.')} [{s.n}].")
         return "\n".join(lines)
@@ -56,7 +55,7 @@ class ExtractiveWriter:
         sents = split_sentences(source.paper.abstract)
         # The sentences stating what the paper proposes come first, then others naming it; one
         # that gives where its code or data lives (a URL) says nothing of what it does.
-        states = [s for s in sents if STATES_CONTRIBUTION.search(s)]
+        states = [s for s in sents if CONTRIBUTION.search(s)]
         naming = [s for s in sents if source.name.lower() in s.lower() and s not in states
                   and not URL.search(s)]
         pick = (states + naming)[:2]
