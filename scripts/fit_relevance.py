@@ -2,7 +2,8 @@
 
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
         [--scifact-home DIR] [--write] [--decline-only] [--transfer]
-        [--drop-features A,B] [--without-own CORPORA] [--metadata-grid]
+        [--drop-features A,B] [--without-own CORPORA] [--index-effects answer]
+        [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -78,6 +79,7 @@ FALSE_ABSTENTION = 0.05  # the most false abstention the answer bound may cost, 
 DECLINE_WITH_MODEL = 0.01
 EXTRACT_VERSION = 2  # bump when extract() changes: the cached features are then recomputed
 PARAMS = ROOT / "rag" / "relevance" / "params.json"
+INDEX_EFFECTS: set[str] = set()  # models fitted with an intercept per index (--index-effects)
 
 
 # -- indexes ------------------------------------------------------------------------------
@@ -142,13 +144,15 @@ def extract(rel: Any, corpus: str, set_path: Path, splits: set[str]) -> list[dic
 # -- logistic regression ------------------------------------------------------------------
 
 
-def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float) -> tuple[np.ndarray, float]:
-    """Weighted L2-regularised logistic regression by Newton's method (x standardised)."""
+def fit_logistic(x: np.ndarray, y: np.ndarray, w: np.ndarray, l2: float,
+                 free: int = 0) -> tuple[np.ndarray, float]:
+    """Weighted L2-regularised logistic regression by Newton's method (x standardised). The
+    last `free` columns (an index's own intercept) are not regularised."""
     n, d = x.shape
     xb = np.hstack([x, np.ones((n, 1))])
     beta = np.zeros(d + 1)
     reg = np.full(d + 1, l2)
-    reg[-1] = 0.0
+    reg[d - free:] = 0.0
     w = w / w.sum()
     for _ in range(50):
         p = 1 / (1 + np.exp(-np.clip(xb @ beta, -40, 40)))
@@ -167,13 +171,24 @@ def log_loss(x: np.ndarray, y: np.ndarray, w: np.ndarray, coef: np.ndarray, bias
 
 
 def fit_model(names: tuple[str, ...], rows: list[dict[str, float]], y: list[float], w: list[float],
-              groups: list[str], l2: float | None = None) -> dict[str, Any]:
-    """Standardise, pick L2 by 5-fold CV over question groups, fit on all; no threshold yet."""
+              groups: list[str], l2: float | None = None,
+              domains: list[str] | None = None) -> dict[str, Any]:
+    """Standardise, pick L2 by 5-fold CV over question groups, fit on all; no threshold yet.
+
+    `domains` (the index each row was asked of): fit each index its own intercept beside the
+    weights, and ship their mean. How often an index's questions are answerable is a fact
+    about how its question set was built (PubMedQA's are all answerable, seeds/ holds the
+    near misses); without its own intercept a feature that marks the set (naming a paper,
+    asking "how many") learns that base rate instead of what it says within a set."""
     x = np.array([[r[n] for n in names] for r in rows], dtype=np.float64)
     ya, wa = np.asarray(y), np.asarray(w)
     mean, scale = x.mean(0), x.std(0)
     scale[scale < 1e-9] = 1.0
     xs = (x - mean) / scale
+    levels = sorted(set(domains))[1:] if domains else []
+    if levels:
+        assert domains is not None
+        xs = np.hstack([xs, np.array([[float(d == v) for v in levels] for d in domains])])
     uniq = sorted(set(groups))
     fold = {g: i % 5 for i, g in enumerate(np.random.default_rng(12).permutation(uniq))}
     folds = np.array([fold[g] for g in groups])
@@ -184,12 +199,15 @@ def fit_model(names: tuple[str, ...], rows: list[dict[str, float]], y: list[floa
             tr, te = folds != k, folds == k
             if not te.any() or len(set(ya[tr])) < 2:
                 continue
-            coef, bias = fit_logistic(xs[tr], ya[tr], wa[tr], lam)
+            coef, bias = fit_logistic(xs[tr], ya[tr], wa[tr], lam, len(levels))
             loss += log_loss(xs[te], ya[te], wa[te], coef, bias) * wa[te].sum()
         if best is None or loss < best[0]:
             best = (loss, lam)
     assert best is not None
-    coef, bias = fit_logistic(xs, ya, wa, best[1])
+    coef, bias = fit_logistic(xs, ya, wa, best[1], len(levels))
+    if levels:  # an unseen index gets the mean of the fitted ones' intercepts
+        bias += float(coef[len(names):].sum()) / (len(levels) + 1)
+        coef = coef[:len(names)]
     return {"names": list(names), "mean": mean.tolist(), "scale": scale.tolist(),
             "coef": coef.tolist(), "bias": bias, "threshold": 0.5, "l2": best[1], "n": len(rows)}
 
@@ -201,7 +219,7 @@ def probs(model: dict[str, Any], rows: list[dict[str, float]]) -> np.ndarray:
 
 
 def out_of_fold(names: tuple[str, ...], part: list[dict[str, Any]], l2: float, data: Any,
-                rows_of: Any) -> dict[str, np.ndarray]:
+                rows_of: Any, domains_of: Any = None) -> dict[str, np.ndarray]:
     """Question key -> what a model fitted without that question's fold (5 folds over
     questions) says of it. Thresholds are chosen on these, and the answer model learns from
     them: in-sample probabilities of the fit questions are overconfident, and a bound or a
@@ -210,7 +228,8 @@ def out_of_fold(names: tuple[str, ...], part: list[dict[str, Any]], l2: float, d
     fold = {g: i % 5 for i, g in enumerate(np.random.default_rng(12).permutation(keys))}
     out: dict[str, np.ndarray] = {}
     for k in range(5):
-        model = fit_model(names, *data([it for it in part if fold[it["id"] + it["corpus"]] != k]), l2=l2)
+        train = [it for it in part if fold[it["id"] + it["corpus"]] != k]
+        model = fit_model(names, *data(train), l2=l2, domains=domains_of(train) if domains_of else None)
         for it in part:
             if fold[it["id"] + it["corpus"]] == k:
                 out[it["id"] + it["corpus"]] = probs(model, rows_of(it))
@@ -322,8 +341,10 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
             [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
     for index, rel in rels.items():
         add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
-    answer = fit_model(question_names, *answer_data(fit))
-    held = out_of_fold(question_names, fit, answer["l2"], answer_data, lambda it: [it["qrow"]])
+    domains_of = (lambda part: [it["index"] for it in part]) if "answer" in INDEX_EFFECTS else None
+    answer = fit_model(question_names, *answer_data(fit), domains=domains_of(fit) if domains_of else None)
+    held = out_of_fold(question_names, fit, answer["l2"], answer_data, lambda it: [it["qrow"]],
+                       domains_of)
     _, ya, _, _ = answer_data(fit)
     oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
     answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
@@ -560,6 +581,9 @@ def main() -> None:
                     help="add near misses in these corpora (seeds, pubmedqa, scifact): each "
                          "answerable fact question without the papers that answer it among its "
                          "candidates (an experiment; not shipped)")
+    ap.add_argument("--index-effects", default="", metavar="MODEL,...",
+                    help="fit these models (answer) with an intercept per index, shipping "
+                         "their mean (fit_model's `domains`)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -569,6 +593,7 @@ def main() -> None:
         metadata_grid(relevance_for(settings))
         return
     started = time.perf_counter()
+    INDEX_EFFECTS.update(m for m in args.index_effects.split(",") if m)
     rels: dict[str, Any] = {}
     for _, _, index in RUNS:
         if index not in rels:

@@ -90,6 +90,34 @@ def test_offline_what_does_x_do_says_what_it_proposes(offline) -> None:  # type:
     assert "https://" not in offline.answer("What does FHA-Kitchens do?").answer
 
 
+def test_offline_answers_what_a_name_stands_for_from_where_it_is_spelled_out(offline) -> None:  # type: ignore[no-untyped-def]
+    ans = offline.answer("What does HEAT stand for?")
+    assert "efficient CF training system (called HEAT)" in ans.answer and labels(ans) == {"HEAT"}
+    assert all(s.supported for s in ans.sentences)
+    # Skrull's abstract never spells its name out: nothing to quote
+    assert offline.answer("What does Skrull stand for?").abstained
+
+
+def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
+    # asked either way round, MegaBlocks' abstract is the one that names Tutel
+    for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):
+        ans = offline.answer(question)
+        assert "40% over MoEs trained with the state-of-the-art Tutel library" in ans.answer, question
+        assert all(s.supported for s in ans.sentences)
+    # a system MegaBlocks' abstract does not name: no comparison to quote
+    assert offline.answer("How does MegaBlocks compare with DeepSpeed?").abstained
+
+
+def test_offline_lists_an_authors_papers_from_the_records(offline) -> None:  # type: ignore[no-untyped-def]
+    ans = offline.answer("Which papers are by Bingsheng He?")
+    assert not ans.abstained and len(ans.sources) == 2
+    assert all("Bingsheng He" in s.paper.authors for s in ans.sources)
+    assert "FedTree" in ans.answer
+    # two authors: the papers they wrote together
+    assert labels(offline.answer("Which papers are by Trevor Gale and Matei Zaharia?")) == {"MegaBlocks"}
+    assert offline.answer("Which papers did Jane Doe write?").abstained
+
+
 @pytest.mark.parametrize("question", [
     "How does AlphaFold predict protein structures from amino acid sequences?",
     "What is the best recipe for sourdough bread?",

@@ -5,10 +5,20 @@ answer at all was decided with the sources (an abstention reaches here as no sou
 
 from __future__ import annotations
 
+import re
+
 import numpy as np
 
 from rag.answering.metadata import metadata_answer
-from rag.answering.questions import asks_for_summary, topic_of, without_names
+from rag.answering.questions import (
+    COMPARES,
+    EXPANSION,
+    asks_for_summary,
+    compared_in,
+    expansion_in,
+    topic_of,
+    without_names,
+)
 from rag.corpus.paper import Paper
 from rag.corpus.text import split_sentences
 from rag.judge import Judge, strip_markers
@@ -76,6 +86,19 @@ class ExtractiveWriter:
         aspect = without_names(question, [s.name for s in named])
         if asks_for_summary(question, [s.name for s in named]):
             return self.summary(named[0])
+        if EXPANSION.search(question):  # "What does TDPO-R stand for?": where it is spelled out
+            spelled = [(s, sent) for s in named if (sent := expansion_in(s.name, s.paper.abstract))]
+            if spelled:
+                return _passages([(1.0, spelled[0][1], spelled[0][0])])
+        if COMPARES.search(question):
+            # "How does MegaBlocks compare with Tutel?": what the named paper's abstract says
+            # where it names the other, each such sentence in the abstract's order.
+            for s in named:
+                others = compared_in(question, s.paper)
+                said = [sent for sent in split_sentences(s.paper.abstract)
+                        if any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", sent) for o in others)]
+                if said:
+                    return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
         qvec = self.retriever.embed_query(aspect)
         # The sources are the papers the relevance model found to answer, best first; the
         # best sentence of the first answers, and sentences the sentence model accepts join it.

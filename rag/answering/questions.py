@@ -4,6 +4,8 @@ from __future__ import annotations
 
 import re
 
+from rag.corpus.paper import Paper
+from rag.corpus.text import short_label, split_sentences
 from rag.judge import content_words
 
 _LIST_Q = re.compile(
@@ -44,6 +46,19 @@ def without_names(question: str, names: list[str]) -> str:
     return question
 
 
+# "What does TDPO-R stand for?": the question asks for a name's long form.
+EXPANSION = re.compile(r"\b(?:stands?|stood) for\b|\bshort for\b|\babbreviat|\bacronym\b|"
+                       r"\bfull (?:name|form)\b|\blong form\b", re.I)
+# "How does MegaBlocks compare with Tutel?": the question sets one system against another.
+COMPARES = re.compile(r"\bcompar(?:e|es|ed|ing|ison)\b|\bversus\b|\bvs\.?(?!\w)|\bagainst\b|"
+                      r"\brelative to\b|\b(?:better|worse|faster|slower) than\b|"
+                      r"\boutperform|\bbeat", re.I)
+# Words of a question about an author's papers that ask nothing of the papers' topic.
+_AUTHOR_ASKS = content_words(
+    "co-author co-authored co-wrote coauthor coauthored author authors authored write writes "
+    "wrote written by collection corpus library index here have has") | GENERIC
+
+
 def asks_for_summary(question: str, names: list[str]) -> bool:
     """"What is Skrull?", "What does DynaPipe optimise?": a question that names a paper and
     asks nothing in particular about it, which the paper's abstract answers by being one."""
@@ -78,3 +93,47 @@ def mentions(pattern: re.Pattern[str] | None, text: str) -> list[str]:
         if name not in found:
             found.append(name)
     return found
+
+
+def expansion_in(name: str, text: str) -> str | None:
+    """The sentence of `text` that spells out `name`: "Temporal Diffusion Policy Optimization
+    with critic active neuron Reset (TDPO-R)", "a system (called HEAT)"; None if none does."""
+    pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}\)|"
+                         rf"(?<![\w-]){re.escape(name)}\s*\((?!\s*\d)[^)]{{6,}}\)")
+    return next((s for s in split_sentences(text) if pattern.search(s)), None)
+
+
+def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool:
+    """"Which papers did Bingsheng He co-author?": the question names authors and asks for
+    nothing but their papers (not "Bingsheng He's papers on federated learning")."""
+    rest = question
+    for name in author_names:
+        rest = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?:'s)?(?![\w-])", " ", rest)
+    return bool(author_names) and bool(BY_AUTHOR.search(question) or "'s" in question) \
+        and not content_words(rest) - _AUTHOR_ASKS
+
+
+def compared_in(question: str, paper: Paper) -> list[str]:
+    """The names a comparison question sets against `paper`, when its abstract names every
+    one of them as written ([] otherwise): runs of the question's capitalised, mixed-case or
+    numbered words ("Tutel", "Switch Transformer", "cuSPARSE", "GPT-3"), not the paper's own
+    name."""
+    own = short_label(paper.title, paper.label).lower()
+    # The first word's capital may be grammar's ("How", "Is"), unless the word has others.
+    first = re.match(r"\s*[A-Z][a-z]*\b", question)
+    rest = " " * first.end() + question[first.end():] if first else question
+    found = []
+    for run in _NAME_RUN.finditer(rest):
+        name = run.group(0)
+        if name.lower() == own or len(name) < 3:
+            continue
+        if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", paper.abstract):
+            return []
+        found.append(name)
+    return found
+
+
+# A name as a question writes it: words with a capital past their first letter or a digit, or
+# capitalised, one or more separated by single spaces ("Switch Transformer", "GPT-3").
+_NAME_WORD = r"(?:[A-Z][\w.+-]*[\w+]|[a-z][\w.+-]*[A-Z0-9][\w.+-]*[\w+])"
+_NAME_RUN = re.compile(rf"(?<![\w-]){_NAME_WORD}(?: {_NAME_WORD})*(?![\w-])")

@@ -10,12 +10,22 @@ from __future__ import annotations
 
 from dataclasses import dataclass
 
-from rag.answering.questions import asks_for_summary, is_list_question, topic_of
+from rag.answering.questions import (
+    COMPARES,
+    EXPANSION,
+    asks_for_summary,
+    asks_only_for_authors_papers,
+    compared_in,
+    expansion_in,
+    is_list_question,
+    topic_of,
+)
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.judge import Judge
 from rag.relevance import Decision, Relevance
 from rag.retrieve import Filters, PaperHit, Retriever
+from rag.retrieve import metadata as metadata_match
 from rag.schema import Source
 
 
@@ -48,8 +58,9 @@ class SourceChooser:
         answer, so a borderline question gets its sources too (Relevance.decide)."""
         list_q = is_list_question(question)
         decision = self.decide(question, filters, list_q, with_model)
-        if not list_q and not decision.answerable:
-            decision = self._summary_of_named(question, decision)
+        decision = self._authored(question, decision, filters) or decision
+        if not decision.answerable:
+            decision = self._plainly_asked(question, decision, list_q)
         # A list cites every member (more than k when more papers match); a fact the k best.
         chosen = decision.members if list_q else decision.members[:k]
         if not list_q:
@@ -61,17 +72,52 @@ class SourceChooser:
                    for i, h in enumerate(chosen, 1)]
         return Selection(sources, list_q, len(decision.members), decision.borderline)
 
-    def _summary_of_named(self, question: str, decision: Decision) -> Decision:
-        """"What is Skrull?" names a paper and asks for what its abstract is: answerable
-        whatever the answer model makes of so short a question (it scores them low: they
-        are few in its training data)."""
+    def _authored(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
+        """"Which papers did Bingsheng He co-author?" asks for nothing but an author's papers:
+        every paper whose record lists the author (within the filters) is the answer, whatever
+        the relevance models make of the question. None when it asks anything else."""
+        snap = self.retriever.snapshot()
+        authors = metadata_match.index_for(snap).authors_in(question)
+        if not asks_only_for_authors_papers(question, list(authors)):
+            return None
+        # "papers by Trevor Gale and Matei Zaharia": the ones they wrote together, if any
+        ids = sorted(set.intersection(*authors.values()) or set().union(*authors.values()))
+        found = [snap.papers[i] for i in ids
+                 if i in snap.papers and (filters is None or filters.accepts(snap.papers[i]))]
+        if not found:
+            return None
+        return Decision(True, decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
+                        decision.scores, [p.paper_id for p in found])
+
+    def _plainly_asked(self, question: str, decision: Decision, list_question: bool) -> Decision:
+        """Questions about a named paper whose answer its abstract holds in plain sight,
+        whatever the answer model makes of them (it scores them low: they are few in its
+        training data, and naming a paper counts against answering there). Each needs its
+        evidence found in the text, not a score, so a question the abstract does not answer
+        stays declined:
+
+        - "What is Skrull?": names a paper and asks nothing in particular of it;
+        - "What does TDPO-R stand for?": the named paper's abstract spells the name out;
+        - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other.
+        """
+        if list_question:
+            return decision
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
         names = [short_label(p.title, p.label) for p in named]
-        if not asks_for_summary(question, names):
+        subject = None
+        if asks_for_summary(question, names):
+            subject = named[:1]
+        elif EXPANSION.search(question):
+            subject = [p for p, n in zip(named, names, strict=True) if expansion_in(n, p.abstract)][:1]
+        elif COMPARES.search(question):
+            subject = [p for p in named if compared_in(question, p)][:1]
+            subject += [p for p in named if subject and p is not subject[0]][:1]
+        if not subject:
             return decision
-        members = [PaperHit(p, 1.0, 1.0) for p in named[:1]]
-        return Decision(True, decision.p_answerable, members, decision.scores, decision.named)
+        members = [PaperHit(p, 1.0, 1.0) for p in subject]
+        return Decision(True, decision.p_answerable, members, decision.scores,
+                        [p.paper_id for p in subject])
 
     def prime(self, papers: list[Paper]) -> None:
         """Load the stored sentence vectors of these papers into the judge's cache."""

@@ -96,6 +96,12 @@ class MetadataIndex:
         # A surname names a paper only when few papers share it ("Lamy-Poirier", not "Li").
         self.surnames = {s: ids for s, ids in self.surnames.items() if len(s) >= 4 and len(ids) <= 3}
 
+    def authors_in(self, query: str) -> dict[str, set[str]]:
+        """Authors the query names in full (lower-cased) -> the ids of their papers."""
+        q = " ".join(_norm(query).split())
+        return {name: set(ids) for name, ids in self.authors.items()
+                if name in q and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", q)}
+
     def match(self, query: str) -> list[MetaMatch]:
         """Papers the query names by a field of their record, most points first."""
         q = " ".join(_norm(query).split())
@@ -113,10 +119,9 @@ class MetadataIndex:
             if key in self.ids:
                 add(self.ids[key], ID_POINTS, "id")
         words = set(_TOKEN.findall(q))
-        for name, ids in self.authors.items():
-            if name in q and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", q):
-                for pid in ids:
-                    add(pid, AUTHOR_POINTS, "author")
+        for ids in self.authors_in(q).values():
+            for pid in ids:
+                add(pid, AUTHOR_POINTS, "author")
         for surname, ids in self.surnames.items():
             if surname in words:
                 for pid in ids:

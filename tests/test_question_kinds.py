@@ -1,0 +1,57 @@
+"""The evidence questions answered in plain sight need (rag.answering.sources: `_authored`,
+`_plainly_asked`): a spelled-out name, every compared name in the abstract, a question about
+nothing but an author's papers. Each decides whether a question is answered whatever the
+answer model makes of it."""
+
+from __future__ import annotations
+
+import pytest
+
+from rag.answering.questions import asks_only_for_authors_papers, compared_in, expansion_in
+from rag.corpus.paper import Paper
+
+
+def paper(title: str, abstract: str) -> Paper:
+    return Paper(paper_id="p1", title=title, abstract=abstract, source="x.txt")
+
+
+@pytest.mark.parametrize(("abstract", "spelled"), [
+    ("We propose Temporal Diffusion Policy Optimization with critic active neuron Reset "
+     "(TDPO-R), a policy gradient algorithm. It works.", True),
+    ("We build an efficient system (called TDPO-R) for training. It works.", True),
+    ("TDPO-R (a policy gradient method for diffusion models) is new. It works.", True),
+    ("TDPO-R (2.1x) is fast. We evaluate TDPO-R on three tasks.", False),  # a result, not a name
+    ("We evaluate TDPO-R on three tasks.", False),
+])
+def test_a_name_is_spelled_out_only_where_the_abstract_says_what_it_stands_for(abstract: str, spelled: bool) -> None:
+    assert (expansion_in("TDPO-R", abstract) is not None) is spelled
+
+
+MEGABLOCKS = paper("MegaBlocks: Efficient Sparse Training with Mixture-of-Experts",
+                   "We present MegaBlocks. It trains up to 40% faster than the Tutel library "
+                   "and 2.4x faster than dense DNNs trained with Megatron-LM.")
+
+
+@pytest.mark.parametrize(("question", "names"), [
+    ("How does MegaBlocks compare with Tutel?", ["Tutel"]),
+    ("MegaBlocks or Tutel: which trains faster?", ["Tutel"]),
+    ("GPT-3 and Tutel against MegaBlocks?", []),  # a name opening the question counts too
+    ("Is it faster than Megatron-LM and Tutel (MegaBlocks)?", ["Megatron-LM", "Tutel"]),
+    # every name set against the paper must be in its abstract, whole
+    ("How does MegaBlocks compare with Tutel and DeepSpeed?", []),
+    ("How does MegaBlocks compare with the Switch Transformer?", []),
+    ("How does MegaBlocks compare with Tut?", []),
+])
+def test_a_comparison_needs_every_name_it_sets_against_the_paper_in_the_abstract(question: str, names: list[str]) -> None:
+    assert compared_in(question, MEGABLOCKS) == names
+
+
+@pytest.mark.parametrize(("question", "only"), [
+    ("Which papers did Bingsheng He co-author?", True),
+    ("What paper by Bingsheng He is in the collection?", True),
+    ("Bingsheng He's papers?", True),
+    ("Which papers by Bingsheng He are about federated learning?", False),
+    ("What speedup does the system of Bingsheng He report?", False),
+])
+def test_an_author_question_is_answered_from_the_records_only_when_it_asks_nothing_else(question: str, only: bool) -> None:
+    assert asks_only_for_authors_papers(question, ["bingsheng he"]) is only
