@@ -328,14 +328,15 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
     without the `dropped` features. Sets every item's question row (`qrow`) as these models
     see it: from out-of-fold paper probabilities for the fit questions, as the answer model
     learns them."""
+    paper_names = tuple(n for n in PAPER_FEATURES if n not in dropped)
     question_names = tuple(n for n in QUESTION_FEATURES if n not in dropped)
     sentence_names = tuple(n for n in SENTENCE_FEATURES if n not in dropped)
     models: dict[str, Any] = {}
     oof: dict[str, np.ndarray] = {}
     for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
         part = [it for it in fit if pick(it)]
-        models[name] = fit_model(PAPER_FEATURES, *paper_data(part))
-        held = out_of_fold(PAPER_FEATURES, part, models[name]["l2"], paper_data, lambda it: it["rows"])
+        models[name] = fit_model(paper_names, *paper_data(part))
+        held = out_of_fold(paper_names, part, models[name]["l2"], paper_data, lambda it: it["rows"])
         oof.update(held)
         models[name]["threshold"] = best_member_threshold(
             [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
@@ -575,8 +576,8 @@ def main() -> None:
     ap.add_argument("--transfer", action="store_true",
                     help="also print the leave-one-corpus-out table (three more fits)")
     ap.add_argument("--drop-features", default="", metavar="A,B",
-                    help="fit the answer and sentence models without these features (e.g. "
-                         "position,is_last or named)")
+                    help="fit the models without these features (e.g. position,is_last, "
+                         "named or z_bg)")
     ap.add_argument("--without-own", default="", metavar="CORPUS,...",
                     help="add near misses in these corpora (seeds, pubmedqa, scifact): each "
                          "answerable fact question without the papers that answer it among its "
@@ -611,9 +612,9 @@ def main() -> None:
     for index, rel in rels.items():
         sents += sentence_data(rel, [it for it in items if it["index"] == index])
     dropped = frozenset(n for n in args.drop_features.split(",") if n)
-    if dropped - set(SENTENCE_FEATURES) - set(QUESTION_FEATURES):
-        raise SystemExit(f"--drop-features: not a feature of the answer or sentence model: "
-                         f"{sorted(dropped - set(SENTENCE_FEATURES) - set(QUESTION_FEATURES))}")
+    unknown = dropped - set(SENTENCE_FEATURES) - set(QUESTION_FEATURES) - set(PAPER_FEATURES)
+    if unknown:
+        raise SystemExit(f"--drop-features: not a feature of any model: {sorted(unknown)}")
     models = fit_models(rels, items, [it for it in items if it["split"] == "fit"],
                         [s for s in sents if s["split"] == "fit"], dropped)
     answer = models["answer"]
