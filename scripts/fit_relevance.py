@@ -520,7 +520,8 @@ def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
     import pickle
 
     sources = sorted((ROOT / "rag" / "relevance").glob("*.py")) + sorted(
-        (ROOT / "rag" / "retrieve").glob("*.py")) + [ROOT / s for _, s, _ in RUNS]
+        (ROOT / "rag" / "retrieve").glob("*.py")) + [ROOT / "rag" / "answering" / "questions.py"] + [
+        ROOT / s for _, s, _ in RUNS]  # questions.py: which questions are lists, and their topics
     key = hashlib.sha1(b"".join(p.read_bytes() for p in sources) + bytes([EXTRACT_VERSION])).hexdigest()
     try:
         with cache.open("rb") as fh:

@@ -7,7 +7,12 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answering.questions import asks_only_for_authors_papers, compared_in, expansion_in
+from rag.answering.questions import (
+    asks_only_for_authors_papers,
+    compared_in,
+    expansion_in,
+    is_list_question,
+)
 from rag.corpus.paper import Paper
 
 
@@ -55,3 +60,15 @@ def test_a_comparison_needs_every_name_it_sets_against_the_paper_in_the_abstract
 ])
 def test_an_author_question_is_answered_from_the_records_only_when_it_asks_nothing_else(question: str, only: bool) -> None:
     assert asks_only_for_authors_papers(question, ["bingsheng he"]) is only
+
+
+@pytest.mark.parametrize(("question", "is_list"), [
+    ("Which systems target long-sequence training?", True),
+    ("Which papers does the corpus hold on federated learning?", True),
+    ("What methods do these papers use?", True),
+    # the list noun is what one named thing uses or beats: its abstract answers
+    ("Which two techniques does SDP4Bit use to reduce communication?", False),
+    ("Which systems does Tutel outperform?", False),
+])
+def test_a_question_about_what_one_named_system_uses_is_not_a_list_of_papers(question: str, is_list: bool) -> None:
+    assert is_list_question(question) is is_list

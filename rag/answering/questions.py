@@ -66,7 +66,10 @@ def asks_for_summary(question: str, names: list[str]) -> bool:
 
 
 def is_list_question(q: str) -> bool:
-    return bool(_LIST_Q.search(q))
+    """"Which systems target long-sequence training?" asks for papers; "Which two techniques
+    does SDP4Bit use?" asks what one named thing uses, which its abstract answers."""
+    m = _LIST_Q.search(q)
+    return bool(m) and not _OF_ONE.match(q, m.end())
 
 
 def topic_of(q: str) -> str:
@@ -137,3 +140,6 @@ def compared_in(question: str, paper: Paper) -> list[str]:
 # capitalised, one or more separated by single spaces ("Switch Transformer", "GPT-3").
 _NAME_WORD = r"(?:[A-Z][\w.+-]*[\w+]|[a-z][\w.+-]*[A-Z0-9][\w.+-]*[\w+])"
 _NAME_RUN = re.compile(rf"(?<![\w-]){_NAME_WORD}(?: {_NAME_WORD})*(?![\w-])")
+# After a list noun: "... does SDP4Bit use", "... did DeepSpeed-Ulysses": the noun is what a
+# named thing does or has, not a kind of paper.
+_OF_ONE = re.compile(rf"\s+(?:does|do|did|has|have)\s+{_NAME_WORD}(?![\w-])")
