@@ -69,7 +69,7 @@ def is_list_question(q: str) -> bool:
     """"Which systems target long-sequence training?" asks for papers; "Which two techniques
     does SDP4Bit use?" asks what one named thing uses, which its abstract answers."""
     m = _LIST_Q.search(q)
-    return bool(m) and not _OF_ONE.match(q, m.end())
+    return m is not None and not _OF_ONE.match(q, m.end())
 
 
 def topic_of(q: str) -> str:
