@@ -164,6 +164,18 @@ def test_ollama_cited_answer_streams_and_checks(seeded_settings, retriever, olla
     assert '<source n="1">' in prompt and "Skrull" in prompt
 
 
+def test_a_name_spelled_out_in_the_abstract_reaches_the_model(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    # The answer model alone declines "What does PASCL stand for?" before any call (below
+    # its `decline` bound); the abstract spelling the name out sends it to the model, with
+    # PASCL's abstract as source 1.
+    calls = len(ollama_server.requests)
+    ans = with_ollama(seeded_settings, retriever, ollama_server.url).answer("What does PASCL stand for?")
+    assert len(ollama_server.requests) > calls and not ans.abstained
+    prompt = ollama_server.requests[-1]["body"]["messages"][-1]["content"]
+    assert "Partial and Asymmetric Supervised Contrastive Learning (PASCL)" in prompt
+    assert labels(ans) == {"PASCL"} and all(s.supported for s in ans.sentences)
+
+
 def test_invented_citation_is_removed_and_counted(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
     ollama_server.behaviour = "wrong_citation"
     ans = with_ollama(seeded_settings, retriever, ollama_server.url).answer(LONG_SEQ)
