@@ -106,14 +106,18 @@ def expansion_in(name: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
+def asks_for_authors(question: str) -> bool:
+    """The question asks about someone's papers: "by", "wrote", "authors", "X's"."""
+    return bool(BY_AUTHOR.search(question)) or "'s" in question
+
+
 def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool:
     """"Which papers did Bingsheng He co-author?": the question names authors and asks for
     nothing but their papers (not "Bingsheng He's papers on federated learning")."""
     rest = question
     for name in author_names:
         rest = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?:'s)?(?![\w-])", " ", rest)
-    return bool(author_names) and bool(BY_AUTHOR.search(question) or "'s" in question) \
-        and not content_words(rest) - _AUTHOR_ASKS
+    return bool(author_names) and asks_for_authors(question) and not content_words(rest) - _AUTHOR_ASKS
 
 
 def compared_in(question: str, paper: Paper) -> list[str]:

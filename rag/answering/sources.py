@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
+    asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
     compared_in,
@@ -76,6 +77,8 @@ class SourceChooser:
         """"Which papers did Bingsheng He co-author?" asks for nothing but an author's papers:
         every paper whose record lists the author (within the filters) is the answer, whatever
         the relevance models make of the question. None when it asks anything else."""
+        if not asks_for_authors(question):
+            return None  # not about anyone's papers: no need to look names up
         snap = self.retriever.snapshot()
         authors = metadata_match.index_for(snap).authors_in(question)
         if not asks_only_for_authors_papers(question, list(authors)):
