@@ -108,6 +108,21 @@ def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> N
     assert offline.answer("How does MegaBlocks compare with DeepSpeed?").abstained
 
 
+def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_them_to(offline) -> None:  # type: ignore[no-untyped-def]
+    # Only SIRIUS' abstract names TensorFlow ("154.84x speedup over TensorFlow"): the papers
+    # merely like the topic are not listed.
+    ans = offline.answer("Which papers compare against TensorFlow?")
+    assert labels(ans) == {"SIRIUS"} and "154.84x speedup over TensorFlow" in ans.answer
+    # every paper that names PyTorch, each line quoting where it does
+    ans = offline.answer("Which papers use PyTorch?")
+    papers = offline.retriever.snapshot().papers.values()
+    naming = {p.paper_id for p in papers if "PyTorch" in f"{p.title} {p.abstract}"}
+    assert {s.paper.paper_id for s in ans.sources} == naming and len(naming) >= 3
+    lines = [line for line in ans.answer.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(naming) and all("PyTorch" in line for line in lines)
+    assert all(s.supported for s in ans.sentences)
+
+
 def test_offline_lists_an_authors_papers_from_the_records(offline) -> None:  # type: ignore[no-untyped-def]
     ans = offline.answer("Which papers are by Bingsheng He?")
     assert not ans.abstained and len(ans.sources) == 2

@@ -12,6 +12,8 @@ from rag.answering.questions import (
     compared_in,
     expansion_in,
     is_list_question,
+    mentions_name,
+    names_related,
 )
 from rag.corpus.paper import Paper
 
@@ -72,3 +74,23 @@ def test_an_author_question_is_answered_from_the_records_only_when_it_asks_nothi
 ])
 def test_a_question_about_what_one_named_system_uses_is_not_a_list_of_papers(question: str, is_list: bool) -> None:
     assert is_list_question(question) is is_list
+
+
+@pytest.mark.parametrize(("topic", "names"), [
+    ("compare against Megatron-LM", ["Megatron-LM"]),
+    ("build on, extend, or compare against DeepSpeed", ["DeepSpeed"]),
+    ("use PyTorch or TensorFlow", ["PyTorch", "TensorFlow"]),
+    # the topic asks something of the papers besides the name: a question for the models
+    ("optimize deep learning on CPUs", []),
+    ("build on vision-language models such as CLIP", []),
+    ("target long-sequence training", []),
+])
+def test_a_list_topic_relates_papers_to_a_name_only_when_it_asks_nothing_else(topic: str, names: list[str]) -> None:
+    assert names_related(topic) == names
+
+
+def test_a_name_is_mentioned_as_written_alone_or_heading_a_compound() -> None:
+    assert mentions_name("DeepSpeed", "built on DeepSpeed, a library")
+    assert mentions_name("DeepSpeed", "We present DeepSpeed-Ulysses.")
+    assert not mentions_name("DeepSpeed", "unlike MyDeepSpeed")
+    assert not mentions_name("FL", "a flexible FLOP count")  # as written: case and whole word

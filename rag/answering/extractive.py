@@ -16,6 +16,8 @@ from rag.answering.questions import (
     asks_for_summary,
     compared_in,
     expansion_in,
+    mentions_name,
+    names_related,
     topic_of,
     without_names,
 )
@@ -45,6 +47,7 @@ class ExtractiveWriter:
         """One line per paper: the sentence that says what it contributes to the topic."""
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
+        related = names_related(topic)  # "compare against Megatron-LM": where each names it
         lines = []
         self.relevance.prime([s.paper for s in sources])
         for s in sources:
@@ -56,8 +59,13 @@ class ExtractiveWriter:
             sims = vecs @ qvec
             own = [i for i, se in enumerate(sents)
                    if CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
-            sent = sents[max(own, key=lambda i: sims[i])]
-            lines.append(f"- {s.name}: {strip_markers(sent).rstrip('.')} [{s.n}].")
+            picked = [max(own, key=lambda i: sims[i])]
+            # "Which papers compare against Megatron-LM?": and where it names Megatron-LM
+            naming = [i for i, se in enumerate(sents) if any(mentions_name(n, se) for n in related)]
+            if naming and not set(naming) & set(picked):
+                picked.append(max(naming, key=lambda i: sims[i]))
+            text = " ".join(strip_markers(sents[i]).rstrip(".") + f" [{s.n}]." for i in sorted(picked))
+            lines.append(f"- {s.name}: {text}")
         return "\n".join(lines)
 
     def summary(self, source: Source) -> str:

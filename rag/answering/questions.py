@@ -59,6 +59,17 @@ _AUTHOR_ASKS = content_words(
     "wrote written by collection corpus library index here have has") | GENERIC
 
 
+# Words by which a "which papers" question relates papers to a named thing, asking nothing
+# else of them: "Which papers compare against Megatron-LM?", "Which works build on DeepSpeed?"
+_RELATES = content_words(
+    "compare compares compared comparing comparison against versus vs build builds built "
+    "building on upon extend extends extended extending use uses used using employ employs "
+    "based mention mentions mentioning cite cites evaluate evaluates evaluated evaluating "
+    "outperform outperforms beat beats baseline baselines over study studies studying involve "
+    "involves involving apply applies applying adopt adopts rely relies leverage leverages "
+    "implement implements implemented integrate integrates with or and the a an as") | GENERIC
+
+
 def asks_for_summary(question: str, names: list[str]) -> bool:
     """"What is Skrull?", "What does DynaPipe optimise?": a question that names a paper and
     asks nothing in particular about it, which the paper's abstract answers by being one."""
@@ -147,3 +158,18 @@ _NAME_RUN = re.compile(rf"(?<![\w-]){_NAME_WORD}(?: {_NAME_WORD})*(?![\w-])")
 # After a list noun: "... does SDP4Bit use", "... did DeepSpeed-Ulysses": the noun is what a
 # named thing does or has, not a kind of paper.
 _OF_ONE = re.compile(rf"\s+(?:does|do|did|has|have)\s+{_NAME_WORD}(?![\w-])")
+
+
+def names_related(topic: str) -> list[str]:
+    """The names a list question's topic relates papers to, when it asks nothing else of them
+    ("compare against Megatron-LM" -> ["Megatron-LM"]; "optimize training on CPUs" -> [])."""
+    names = [m.group(0) for m in _NAME_RUN.finditer(topic) if len(m.group(0)) >= 2]
+    rest = topic
+    for name in names:
+        rest = rest.replace(name, " ")
+    return names if names and not content_words(rest) - _RELATES else []
+
+
+def mentions_name(name: str, text: str) -> bool:
+    """`text` names `name` as written, alone or heading a compound ("DeepSpeed-Ulysses")."""
+    return name in text and re.search(rf"(?<![\w-]){re.escape(name)}(?!\w)", text) is not None

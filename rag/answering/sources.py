@@ -19,6 +19,8 @@ from rag.answering.questions import (
     compared_in,
     expansion_in,
     is_list_question,
+    mentions_name,
+    names_related,
     topic_of,
 )
 from rag.corpus.paper import Paper
@@ -60,6 +62,8 @@ class SourceChooser:
         list_q = is_list_question(question)
         decision = self.decide(question, filters, list_q, with_model)
         decision = self._authored(question, decision, filters) or decision
+        if list_q:
+            decision = self._mentioning(question, decision, filters) or decision
         if not decision.answerable:
             decision = self._plainly_asked(question, decision, list_q)
         # A list cites every member (more than k when more papers match); a fact the k best.
@@ -91,6 +95,32 @@ class SourceChooser:
             return None
         return Decision(True, decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
                         decision.scores, [p.paper_id for p in found])
+
+    def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
+        """"Which papers compare against Megatron-LM?" relates papers to a named thing and asks
+        nothing else of them: the papers whose title or abstract names it, as a search for the
+        exact name finds them (the thing's own paper aside), are the answer, instead of what
+        the models chose by likeness to the topic (for "compare against TensorFlow", six
+        papers that never name it beside the one that does). None when the topic asks
+        anything else or no paper names it."""
+        names = names_related(topic_of(question))
+        if not names:
+            return None
+        own = {n.lower() for n in names}
+        papers = self.retriever.snapshot().papers.values()
+        # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
+        # "FL" would match "fl" in any text and "Megatron-LM" any "LM". A substring test
+        # first: at 100,000 abstracts the scan is a small part of a list answer.
+        found = [p for p in papers
+                 if any(mentions_name(n, p.abstract) or mentions_name(n, p.title or "") for n in names)
+                 and short_label(p.title, p.label).lower() not in own
+                 and (filters is None or filters.accepts(p))]
+        if not found:
+            return None
+        found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
+        hits = {h.paper.paper_id: h for h in decision.members}
+        members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
+        return Decision(True, decision.p_answerable, members, decision.scores, decision.named)
 
     def _plainly_asked(self, question: str, decision: Decision, list_question: bool) -> Decision:
         """Questions about a named paper whose answer its abstract holds in plain sight,
