@@ -119,6 +119,7 @@ class SourceChooser:
             return None
         found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
         hits = {h.paper.paper_id: h for h in decision.members}
+        # a paper past the retrieved pool has no similarity measured: 0
         members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
         return Decision(True, decision.p_answerable, members, decision.scores, decision.named)
 
