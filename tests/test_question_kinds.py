@@ -92,5 +92,6 @@ def test_a_list_topic_relates_papers_to_a_name_only_when_it_asks_nothing_else(to
 def test_a_name_is_mentioned_as_written_alone_or_heading_a_compound() -> None:
     assert mentions_name("DeepSpeed", "built on DeepSpeed, a library")
     assert mentions_name("DeepSpeed", "We present DeepSpeed-Ulysses.")
+    assert not mentions_name("DeepSpeed", "We present DeepSpeed-Ulysses.", compound=False)
     assert not mentions_name("DeepSpeed", "unlike MyDeepSpeed")
     assert not mentions_name("FL", "a flexible FLOP count")  # as written: case and whole word

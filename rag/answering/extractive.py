@@ -5,8 +5,6 @@ answer at all was decided with the sources (an abstention reaches here as no sou
 
 from __future__ import annotations
 
-import re
-
 import numpy as np
 
 from rag.answering.metadata import metadata_answer
@@ -104,7 +102,7 @@ class ExtractiveWriter:
             for s in named:
                 others = compared_in(question, s.paper)
                 said = [sent for sent in split_sentences(s.paper.abstract)
-                        if any(re.search(rf"(?<![\w-]){re.escape(o)}(?![\w-])", sent) for o in others)]
+                        if any(mentions_name(o, sent, compound=False) for o in others)]
                 if said:
                     return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
         qvec = self.retriever.embed_query(aspect)

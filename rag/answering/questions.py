@@ -145,7 +145,7 @@ def compared_in(question: str, paper: Paper) -> list[str]:
         name = run.group(0)
         if name.lower() == own or len(name) < 3:
             continue
-        if not re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", paper.abstract):
+        if not mentions_name(name, paper.abstract, compound=False):
             return []
         found.append(name)
     return found
@@ -170,6 +170,8 @@ def names_related(topic: str) -> list[str]:
     return names if names and not content_words(rest) - _RELATES else []
 
 
-def mentions_name(name: str, text: str) -> bool:
-    """`text` names `name` as written, alone or heading a compound ("DeepSpeed-Ulysses")."""
-    return name in text and re.search(rf"(?<![\w-]){re.escape(name)}(?!\w)", text) is not None
+def mentions_name(name: str, text: str, compound: bool = True) -> bool:
+    """`text` names `name` as written, alone or (`compound`) heading a compound
+    ("DeepSpeed-Ulysses")."""
+    end = r"(?!\w)" if compound else r"(?![\w-])"
+    return name in text and re.search(rf"(?<![\w-]){re.escape(name)}{end}", text) is not None

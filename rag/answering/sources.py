@@ -64,8 +64,8 @@ class SourceChooser:
         decision = self._authored(question, decision, filters) or decision
         if list_q:
             decision = self._mentioning(question, decision, filters) or decision
-        if not decision.answerable:
-            decision = self._plainly_asked(question, decision, list_q)
+        if not decision.answerable and not list_q:
+            decision = self._plainly_asked(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
         chosen = decision.members if list_q else decision.members[:k]
         if not list_q:
@@ -123,7 +123,7 @@ class SourceChooser:
         members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
         return Decision(True, decision.p_answerable, members, decision.scores, decision.named)
 
-    def _plainly_asked(self, question: str, decision: Decision, list_question: bool) -> Decision:
+    def _plainly_asked(self, question: str, decision: Decision) -> Decision:
         """Questions about a named paper whose answer its abstract holds in plain sight,
         whatever the answer model makes of them (it scores them low: they are few in its
         training data, and naming a paper counts against answering there). Each needs its
@@ -134,8 +134,6 @@ class SourceChooser:
         - "What does TDPO-R stand for?": the named paper's abstract spells the name out;
         - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other.
         """
-        if list_question:
-            return decision
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
         names = [short_label(p.title, p.label) for p in named]
