@@ -464,6 +464,14 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
         if not answered:
             chosen = set()
         if it["list"]:
+            # ranking alone: average precision, and the F1 of the best cut of this ranking (the
+            # most any bound on P(member) could reach)
+            flags = [h.paper.paper_id in it["relevant"] for h, _ in ranked]
+            hits_at = np.cumsum(flags)
+            out[key]["list AP"].append(float(sum(hits_at[i] / (i + 1) for i, f in enumerate(flags) if f))
+                                       / len(it["relevant"]))
+            out[key]["list F1, best cut"].append(
+                float(max(2 * h / (k + len(it["relevant"])) for k, h in enumerate(hits_at, 1))))
             hit = len(chosen & it["relevant"])
             out[key]["list recall"].append(hit / len(it["relevant"]))
             if chosen:
@@ -486,6 +494,26 @@ def auc(p: np.ndarray, y: np.ndarray) -> float:
     if not len(pos) or not len(neg):
         return float("nan")
     return float((pos[:, None] > neg[None, :]).mean() + 0.5 * (pos[:, None] == neg[None, :]).mean())
+
+
+def print_curve(items: list[dict[str, Any]], answer: dict[str, Any]) -> None:
+    """Held-out answerable questions declined, per corpus, and unanswerable ones declined (seeds/
+    and cross-corpus), at each answer bound: how one ranking trades the two."""
+    part = [it for it in items if it["split"] == "heldout"]
+    p = probs(answer, [it["qrow"] for it in part])
+    groups = [(f"{c} FA", lambda it, c=c: it["corpus"] == c and bool(it["relevant"]), True)
+              for c in ("seeds", "pubmedqa", "scifact")]
+    groups += [(f"{c} declined", lambda it, c=c: it["corpus"] == c and not it["relevant"], False)
+               for c in ("seeds", "cross")]
+    print("\nheld-out, per answer bound (the fitted one is "
+          f"{answer['threshold']:.2f}):\n{'bound':>6}" + "".join(f"{g[0]:>15}" for g in groups))
+    for t in np.arange(0.30, 0.91, 0.05):
+        cells = []
+        for _, member, answerable in groups:
+            sel = np.array([member(it) for it in part])
+            declined = float((p[sel] < t).mean()) if sel.any() else float("nan")
+            cells.append(declined)
+        print(f"{t:>6.2f}" + "".join(f"{v:>15.3f}" for v in cells))
 
 
 def without_own(rel: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]:
@@ -586,6 +614,9 @@ def main() -> None:
     ap.add_argument("--index-effects", default="", metavar="MODEL,...",
                     help="fit these models (answer) with an intercept per index, shipping "
                          "their mean (fit_model's `domains`)")
+    ap.add_argument("--curve", action="store_true",
+                    help="also print, per answer bound, each corpus's held-out false abstention "
+                         "and the abstention on unanswerable questions (the trade the bound picks)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -637,6 +668,8 @@ def main() -> None:
         part = [it for it in items if it["split"] == split and not it["list"]]
         print(f"answerable-vs-not ROC AUC, {split}: "
               f"{auc(probs(models['answer'], [it['qrow'] for it in part]), np.array([float(bool(it['relevant'])) for it in part])):.3f}")
+    if args.curve:
+        print_curve(items, models["answer"])
     print(f"\n{'corpus split':<18}{'figure':<26}{'value':>7}{'n':>6}")
     figures = decision_figures(items, sents, models)
     for key, figs in figures.items():

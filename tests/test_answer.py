@@ -9,6 +9,7 @@ import pytest
 
 from rag.answering import Pipeline
 from rag.errors import LLMTimeout, LLMUnavailable, ModelNotFound
+from rag.judge import strip_markers
 from rag.prompts import NO_ANSWER
 from rag.schema import AskOptions, DoneEvent, TokenEvent
 from tests.ollama_server import UNCITED_CLAIM, free_port_with_nothing_listening
@@ -131,6 +132,15 @@ def test_offline_lists_an_authors_papers_from_the_records(offline) -> None:  # t
     # two authors: the papers they wrote together
     assert labels(offline.answer("Which papers are by Trevor Gale and Matei Zaharia?")) == {"MegaBlocks"}
     assert offline.answer("Which papers did Jane Doe write?").abstained
+
+
+def test_an_authors_paper_is_told_by_what_it_does(offline) -> None:  # type: ignore[no-untyped-def]
+    # the title, and the abstract's own words for what the paper does, each sentence checked
+    ans = offline.answer("What paper by Daochen Zha is in the collection?")
+    (src,) = ans.sources
+    assert "Daochen Zha" in src.paper.authors and src.paper.title in ans.answer
+    quoted = [s for s in ans.sentences if strip_markers(s.text).strip().rstrip(".") in src.paper.abstract]
+    assert quoted and all(s.supported for s in ans.sentences)
 
 
 @pytest.mark.parametrize("question", [

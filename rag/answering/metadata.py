@@ -21,7 +21,17 @@ def metadata_answer(question: str, sources: list[Source],
         hits = [(a, s) for s in named for a in s.paper.authors
                 if len(a) > 5 and a.lower() in question.lower()]
         if hits:
-            return " ".join(f"{a} is an author of {s.paper.title or s.name} [{s.n}]." for a, s in hits)
+            # Each paper once, with the named authors who wrote it and what it does in its own
+            # words: a title alone rarely names the system a reader knows the paper by.
+            by_paper: dict[int, tuple[Source, list[str]]] = {}
+            for a, s in hits:
+                by_paper.setdefault(s.n, (s, []))[1].append(a)
+            parts = []
+            for s, who in by_paper.values():
+                what = summary(s).removeprefix(f"{s.name}: ")
+                are = "is an author" if len(who) == 1 else "are authors"
+                parts.append(f"{' and '.join(who)} {are} of {s.paper.title or s.name} [{s.n}]. {what}")
+            return " ".join(parts)
     if not named or not (m or ARXIV_ID.search(question)):
         return None
     ask = m.group(1).lower() if m else "arxiv"  # an id alone: answer with the paper it names
