@@ -501,15 +501,15 @@ def print_curve(items: list[dict[str, Any]], answer: dict[str, Any]) -> None:
     and cross-corpus), at each answer bound: how one ranking trades the two."""
     part = [it for it in items if it["split"] == "heldout"]
     p = probs(answer, [it["qrow"] for it in part])
-    groups = [(f"{c} FA", lambda it, c=c: it["corpus"] == c and bool(it["relevant"]), True)
+    groups = [(f"{c} FA", lambda it, c=c: it["corpus"] == c and bool(it["relevant"]))
               for c in ("seeds", "pubmedqa", "scifact")]
-    groups += [(f"{c} declined", lambda it, c=c: it["corpus"] == c and not it["relevant"], False)
+    groups += [(f"{c} declined", lambda it, c=c: it["corpus"] == c and not it["relevant"])
                for c in ("seeds", "cross")]
     print("\nheld-out, per answer bound (the fitted one is "
           f"{answer['threshold']:.2f}):\n{'bound':>6}" + "".join(f"{g[0]:>15}" for g in groups))
     for t in np.arange(0.30, 0.91, 0.05):
         cells = []
-        for _, member, answerable in groups:
+        for _, member in groups:
             sel = np.array([member(it) for it in part])
             declined = float((p[sel] < t).mean()) if sel.any() else float("nan")
             cells.append(declined)
