@@ -80,6 +80,7 @@ DECLINE_WITH_MODEL = 0.01
 EXTRACT_VERSION = 2  # bump when extract() changes: the cached features are then recomputed
 PARAMS = ROOT / "rag" / "relevance" / "params.json"
 INDEX_EFFECTS: set[str] = set()  # models fitted with an intercept per index (--index-effects)
+MEMBER_ONLY: set[str] = set()  # the member model's features when given (--member-features)
 
 
 # -- indexes ------------------------------------------------------------------------------
@@ -335,8 +336,10 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
     oof: dict[str, np.ndarray] = {}
     for name, pick in (("member", lambda it: it["list"]), ("source", lambda it: not it["list"])):
         part = [it for it in fit if pick(it)]
-        models[name] = fit_model(paper_names, *paper_data(part))
-        held = out_of_fold(paper_names, part, models[name]["l2"], paper_data, lambda it: it["rows"])
+        names = tuple(n for n in paper_names if n in MEMBER_ONLY) if name == "member" and MEMBER_ONLY \
+            else paper_names
+        models[name] = fit_model(names, *paper_data(part))
+        held = out_of_fold(names, part, models[name]["l2"], paper_data, lambda it: it["rows"])
         oof.update(held)
         models[name]["threshold"] = best_member_threshold(
             [it for it in part if it["relevant"]], lambda it, h=held: h[it["id"] + it["corpus"]])
@@ -614,6 +617,8 @@ def main() -> None:
     ap.add_argument("--index-effects", default="", metavar="MODEL,...",
                     help="fit these models (answer) with an intercept per index, shipping "
                          "their mean (fit_model's `domains`)")
+    ap.add_argument("--member-features", default="", metavar="A,B",
+                    help="fit the list member model on these paper features alone (an experiment)")
     ap.add_argument("--curve", action="store_true",
                     help="also print, per answer bound, each corpus's held-out false abstention "
                          "and the abstention on unanswerable questions (the trade the bound picks)")
@@ -627,6 +632,9 @@ def main() -> None:
         return
     started = time.perf_counter()
     INDEX_EFFECTS.update(m for m in args.index_effects.split(",") if m)
+    MEMBER_ONLY.update(m for m in args.member_features.split(",") if m)
+    if MEMBER_ONLY - set(PAPER_FEATURES):
+        raise SystemExit(f"--member-features: not a paper feature: {sorted(MEMBER_ONLY - set(PAPER_FEATURES))}")
     rels: dict[str, Any] = {}
     for _, _, index in RUNS:
         if index not in rels:
