@@ -109,6 +109,20 @@ def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> N
     assert offline.answer("How does MegaBlocks compare with DeepSpeed?").abstained
 
 
+def test_offline_reads_an_acronym_as_the_abstracts_define_it(offline) -> None:  # type: ignore[no-untyped-def]
+    # seeds/ defines "Federated learning (FL)": papers on federated learning are listed for
+    # "FL" whether or not they write the acronym, and each line quotes where they name it
+    ans = offline.answer("Which works study FL?")
+    abstracts = [s.paper.abstract for s in ans.sources]
+    assert any(not re.search(r"\bFL\b", a) and "federated learning" in a.lower() for a in abstracts)
+    assert any(re.search(r"\bFL\b", a) for a in abstracts)
+    assert all(re.search(r"\bFL\b", a) or "federated learning" in a.lower() for a in abstracts)
+    lines = [line for line in ans.answer.splitlines() if line.startswith("- ")]
+    assert len(lines) == len(ans.sources)
+    assert all(re.search(r"\bFL\b", line) or "federated learning" in line.lower() for line in lines)
+    assert all(s.supported for s in ans.sentences)
+
+
 def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_them_to(offline) -> None:  # type: ignore[no-untyped-def]
     # Only SIRIUS' abstract names TensorFlow ("154.84x speedup over TensorFlow"): the papers
     # merely like the topic are not listed.

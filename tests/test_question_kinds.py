@@ -11,7 +11,10 @@ from rag.answering.questions import (
     asks_only_for_authors_papers,
     compared_in,
     expansion_in,
+    is_acronym,
     is_list_question,
+    long_forms,
+    mentions_acronym,
     mentions_name,
     names_related,
 )
@@ -95,3 +98,33 @@ def test_a_name_is_mentioned_as_written_alone_or_heading_a_compound() -> None:
     assert not mentions_name("DeepSpeed", "We present DeepSpeed-Ulysses.", compound=False)
     assert not mentions_name("DeepSpeed", "unlike MyDeepSpeed")
     assert not mentions_name("FL", "a flexible FLOP count")  # as written: case and whole word
+
+
+@pytest.mark.parametrize(("name", "acronym"), [
+    ("FL", True), ("GNNs", True), ("MoE", True), ("DLRM", True), ("GPT-3", True),
+    ("DeepSpeed", False), ("Megatron-LM", False), ("Tutel", False), ("Switch Transformer", False),
+])
+def test_an_acronym_is_a_short_word_of_capitals(name: str, acronym: bool) -> None:
+    assert is_acronym(name) is acronym
+
+
+def test_an_acronym_is_read_as_the_texts_define_it() -> None:
+    texts = ["Abstract:Federated learning (FL) enables clients to train together.",
+             "We study FL at scale.",  # uses it without defining it
+             "Cross-device federated learning (FL) has been well-studied.",
+             "Graph Neural Networks (GNNs) are used; a system for Mixture-of-Experts (MoE) training."]
+    assert long_forms("FL", texts) == ["federated learning"]
+    assert long_forms("GNNs", texts) == ["graph neural networks"]
+    assert long_forms("MoE", texts) == ["mixture-of-experts"]
+    assert long_forms("RL", texts) == []
+    # the commonest definition wins
+    rl = ["reinforcement learning (RL) a", "deep reinforcement learning (RL) b", "representation learning (RL) c"]
+    assert long_forms("RL", rl) == ["reinforcement learning"]
+
+
+def test_an_acronym_is_mentioned_by_its_long_form_in_any_case_or_number() -> None:
+    forms = ["graph neural networks"]
+    assert mentions_acronym("GNNs", forms, "a scalable Graph Neural Network that learns")
+    assert mentions_acronym("GNNs", forms, "accelerating GNN training")  # the singular as written
+    assert not mentions_acronym("GNNs", forms, "a graph of neural networks")
+    assert not mentions_acronym("FL", ["federated learning"], "reinforcement learning for flows")

@@ -15,6 +15,7 @@ from rag.answering.questions import (
     compared_in,
     expansion_in,
     mentions_name,
+    name_test,
     names_related,
     topic_of,
     without_names,
@@ -46,6 +47,8 @@ class ExtractiveWriter:
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
         related = names_related(topic)  # "compare against Megatron-LM": where each names it
+        names_it = name_test(related, [p.abstract for p in self.retriever.snapshot().papers.values()]
+                             ) if related else None
         lines = []
         self.relevance.prime([s.paper for s in sources])
         for s in sources:
@@ -59,7 +62,7 @@ class ExtractiveWriter:
                    if CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
             picked = [max(own, key=lambda i: sims[i])]
             # "Which papers compare against Megatron-LM?": and where it names Megatron-LM
-            naming = [i for i, se in enumerate(sents) if any(mentions_name(n, se) for n in related)]
+            naming = [i for i, se in enumerate(sents) if names_it and names_it(se)]
             if naming and not set(naming) & set(picked):
                 picked.append(max(naming, key=lambda i: sims[i]))
             text = " ".join(strip_markers(sents[i]).rstrip(".") + f" [{s.n}]." for i in sorted(picked))

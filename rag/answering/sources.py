@@ -19,7 +19,7 @@ from rag.answering.questions import (
     compared_in,
     expansion_in,
     is_list_question,
-    mentions_name,
+    name_test,
     names_related,
     topic_of,
 )
@@ -107,12 +107,13 @@ class SourceChooser:
         if not names:
             return None
         own = {n.lower() for n in names}
-        papers = self.retriever.snapshot().papers.values()
+        papers = list(self.retriever.snapshot().papers.values())
         # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
         # "FL" would match "fl" in any text and "Megatron-LM" any "LM". A substring test
         # first: at 100,000 abstracts the scan is a small part of a list answer.
+        names_it = name_test(names, [p.abstract for p in papers])
         found = [p for p in papers
-                 if any(mentions_name(n, p.abstract) or mentions_name(n, p.title or "") for n in names)
+                 if (names_it(p.abstract) or names_it(p.title or ""))
                  and short_label(p.title, p.label).lower() not in own
                  and (filters is None or filters.accepts(p))]
         if not found:
