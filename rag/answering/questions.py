@@ -222,30 +222,42 @@ def _long_form(short: str, before: str) -> str | None:
     return before[start:].strip(" ,;:") or None
 
 
-def mentions_acronym(acronym: str, forms: list[str], text: str) -> bool:
-    """`text` names `acronym` as written (or its singular, "GNN" for "GNNs"), or one of its
-    long forms in any case, singular or plural ("graph neural network")."""
+def acronym_pattern(acronym: str, forms: list[str]) -> re.Pattern[str]:
+    """Matches `acronym` as written (or its singular, "GNN" for "GNNs"), alone or heading a
+    compound, or one of its long forms in any case, singular or plural ("graph neural
+    network")."""
     core = acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
-    if mentions_name(core, text) or mentions_name(acronym, text):
-        return True
-    low = text.lower()
+    alts = [rf"{re.escape(core)}s?"]
     for form in forms:
         words = (form[:-1] if form.endswith("s") and not form.endswith("ss") else form).split()
-        pattern = r"[\s-]+".join(re.escape(w) for w in words)
-        if words and words[0] in low and re.search(rf"(?<![\w-]){pattern}s?(?!\w)", low):
-            return True
-    return False
+        if words:
+            alts.append("(?i:" + r"[\s-]+".join(re.escape(w) for w in words) + "s?)")
+    return re.compile(rf"(?<![\w-])(?:{'|'.join(alts)})(?!\w)")
+
+
+def mentions_acronym(acronym: str, forms: list[str], text: str) -> bool:
+    """`text` names `acronym` as `acronym_pattern` reads it."""
+    return acronym_pattern(acronym, forms).search(text) is not None
 
 
 def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]:
     """A test of whether a text names any of `names` as written; an acronym also by the long
     form `texts` (the index's abstracts) define for it: "Which works study FL?" is answered
     by papers on federated learning that never write "FL"."""
-    forms = {n: long_forms(n, texts) for n in names if is_acronym(n)}
+    patterns = []
+    for n in names:
+        if is_acronym(n):
+            forms = long_forms(n, texts)
+            # Substrings one of which a naming text holds: a regex (case-blind in part) run on
+            # every abstract would cost seconds at 100,000, these tests a small part of that.
+            heads = {re.split(r"[\s-]", f)[0] for f in forms}
+            needles = [n.rstrip("s") or n, *(v for h in heads for v in (h, h.capitalize(), h.upper()))]
+            patterns.append((needles, acronym_pattern(n, forms)))
+    plain = [n for n in names if not is_acronym(n)]
 
     def names_any(text: str) -> bool:
-        return any(mentions_acronym(n, forms[n], text) if n in forms else mentions_name(n, text)
-                   for n in names)
+        return any(any(x in text for x in needles) and p.search(text) for needles, p in patterns) \
+            or any(mentions_name(n, text) for n in plain)
     return names_any
 
 
