@@ -109,6 +109,16 @@ def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> N
     assert offline.answer("How does MegaBlocks compare with DeepSpeed?").abstained
 
 
+def test_offline_answers_a_count_its_named_paper_gives(offline) -> None:  # type: ignore[no-untyped-def]
+    # the answer model declines it (naming a paper counts against answering there); the
+    # abstract's "20+ models" answers it
+    ans = offline.answer("How many models does SysNoise test?")
+    assert not ans.abstained and "20+ models" in ans.answer
+    assert all(s.supported for s in ans.sentences)
+    # a count the abstract does not give stays declined
+    assert offline.answer("How many annotators labelled the FHA-Kitchens dataset?").abstained
+
+
 def test_offline_reads_an_acronym_as_the_abstracts_define_it(offline) -> None:  # type: ignore[no-untyped-def]
     # seeds/ defines "Federated learning (FL)": papers on federated learning are listed for
     # "FL" whether or not they write the acronym, and each line quotes where they name it

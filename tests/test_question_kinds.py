@@ -10,6 +10,7 @@ import pytest
 from rag.answering.questions import (
     asks_only_for_authors_papers,
     compared_in,
+    count_in,
     expansion_in,
     is_acronym,
     is_list_question,
@@ -128,3 +129,18 @@ def test_an_acronym_is_mentioned_by_its_long_form_in_any_case_or_number() -> Non
     assert mentions_acronym("GNNs", forms, "accelerating GNN training")  # the singular as written
     assert not mentions_acronym("GNNs", forms, "a graph of neural networks")
     assert not mentions_acronym("FL", ["federated learning"], "reinforcement learning for flows")
+
+
+@pytest.mark.parametrize(("question", "counted"), [
+    ("How many developers took part in the user study?", "17 software developers"),
+    ("How many models does the benchmark measure?", "20+ models"),
+    ("Up to how many tokens can it be scaled?", "128K tokens"),
+    ("How many GPUs were used?", None),  # the abstract counts no GPUs
+    ("How many days did pretraining take?", None),
+    ("What speedup does it report?", None),  # asks for no count
+])
+def test_a_count_is_found_only_for_the_thing_counted(question: str, counted: str | None) -> None:
+    abstract = ("We report on a user study with 17 software developers. SysNoise is measured on "
+                "20+ models. It scales to 128K tokens. It trains 3x faster on 2 clusters.")
+    found = count_in(question, abstract)
+    assert (found is None) if counted is None else (found is not None and counted in found)

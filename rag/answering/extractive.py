@@ -13,6 +13,7 @@ from rag.answering.questions import (
     EXPANSION,
     asks_for_summary,
     compared_in,
+    count_in,
     expansion_in,
     mentions_name,
     name_test,
@@ -108,6 +109,7 @@ class ExtractiveWriter:
                         if any(mentions_name(o, sent, compound=False) for o in others)]
                 if said:
                     return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
+        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract))]
         qvec = self.retriever.embed_query(aspect)
         # The sources are the papers the relevance model found to answer, best first; the
         # best sentence of the first answers, and sentences the sentence model accepts join it.
@@ -119,6 +121,10 @@ class ExtractiveWriter:
         first = scored[0]
         rest = sorted((t for t in scored[1:] if t[0] >= bound), key=lambda t: -t[0])
         kept = [first, *rest][:MAX_QUOTED]
+        if counted and all(t[1] != counted[0][1] for t in kept):
+            # "How many developers ...?": the sentence that gives the count, whatever the model
+            # made of it, with the best of the others
+            kept = [(1.0, counted[0][1], counted[0][0]), *kept][:MAX_QUOTED]
         return _passages(kept)
 
 

@@ -118,6 +118,26 @@ def expansion_in(name: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
+# "How many developers took part in ...?": the words naming what is counted, up to the verb or
+# preposition after them.
+HOW_MANY = re.compile(r"\bhow many\s+((?:(?!(?:did|does|do|were|was|are|is|took|can|could|have|has|"
+                      r"had|will|would|in|on|of|per|for|to|with|by|at)\b)[\w-]+\s*){1,4})", re.I)
+
+
+def count_in(question: str, text: str) -> str | None:
+    """The sentence of `text` that gives a count of what a "How many ...?" question counts
+    ("a user study with 17 software developers", "on 20+ models"): a number, then at most
+    three words, then the counted noun; None if no sentence does or nothing is counted."""
+    m = HOW_MANY.search(question)
+    if not m:
+        return None
+    head = m.group(1).split()[-1].lower()
+    stem = head[:-1] if head.endswith("s") and len(head) > 3 else head
+    pattern = re.compile(rf"(?<![\w.])\d[\d.,]*(?:[kKMB]\b|\+)?(?:\s+[\w-]+){{0,3}}?\s+"
+                         rf"{re.escape(stem)}(?:s|es)?\b", re.I)
+    return next((s for s in split_sentences(text) if pattern.search(s)), None)
+
+
 def asks_for_authors(question: str) -> bool:
     """The question asks about someone's papers: "by", "wrote", "authors", "X's"."""
     return bool(BY_AUTHOR.search(question)) or "'s" in question

@@ -13,10 +13,12 @@ from dataclasses import dataclass
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
+    HOW_MANY,
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
     compared_in,
+    count_in,
     expansion_in,
     is_list_question,
     name_test,
@@ -133,7 +135,9 @@ class SourceChooser:
 
         - "What is Skrull?": names a paper and asks nothing in particular of it;
         - "What does TDPO-R stand for?": the named paper's abstract spells the name out;
-        - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other.
+        - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other;
+        - "How many models does SysNoise measure?": the named paper's abstract gives a count of
+          them ("on 20+ models").
         """
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
@@ -146,6 +150,8 @@ class SourceChooser:
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
             subject += [p for p in named if subject and p is not subject[0]][:1]
+        elif HOW_MANY.search(question):
+            subject = [p for p in named if count_in(question, p.abstract)][:1]
         if not subject:
             return decision
         members = [PaperHit(p, 1.0, 1.0) for p in subject]
