@@ -109,6 +109,14 @@ def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> N
     assert offline.answer("How does MegaBlocks compare with DeepSpeed?").abstained
 
 
+def test_offline_list_line_names_the_system_a_paper_introduces(offline) -> None:  # type: ignore[no-untyped-def]
+    # the paper is titled "Pre-train and Search: ..."; its abstract introduces NeuroShard
+    ans = offline.answer("Which papers shard embedding tables of recommendation models?")
+    lines = [line for line in ans.answer.splitlines() if line.startswith("- Pre-train and Search")]
+    assert lines and "NeuroShard" in lines[0]
+    assert all(s.supported for s in ans.sentences)
+
+
 def test_offline_answers_a_count_its_named_paper_gives(offline) -> None:  # type: ignore[no-untyped-def]
     # the answer model declines it (naming a paper counts against answering there); the
     # abstract's "20+ models" answers it

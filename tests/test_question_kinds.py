@@ -12,6 +12,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     expansion_in,
+    introduced_names,
     is_acronym,
     is_list_question,
     long_forms,
@@ -144,3 +145,10 @@ def test_a_count_is_found_only_for_the_thing_counted(question: str, counted: str
                 "20+ models. It scales to 128K tokens. It trains 3x faster on 2 clusters.")
     found = count_in(question, abstract)
     assert (found is None) if counted is None else (found is not None and counted in found)
+
+
+def test_the_name_a_paper_introduces_is_read_from_its_own_words() -> None:
+    text = ("In this work, we explore a paradigm. We instantiate it and propose NeuroShard for "
+            "sharding. We present a system called HEAT. We design H-GCN, a novel accelerator. "
+            "We propose a new method for GPUs. Results beat Megatron-LM.")
+    assert introduced_names(text) == {"NeuroShard", "HEAT", "H-GCN"}

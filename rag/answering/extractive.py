@@ -15,6 +15,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     expansion_in,
+    introduced_names,
     mentions_name,
     name_test,
     names_related,
@@ -59,8 +60,11 @@ class ExtractiveWriter:
             # end), not what a paper contributes to a topic.
             sents, vecs = self.judge.sentences(s.paper.abstract)
             sims = vecs @ qvec
+            # its name, or the name it introduces ("Pre-train and Search ... propose NeuroShard")
+            names = introduced_names(s.paper.abstract)
             own = [i for i, se in enumerate(sents)
-                   if CONTRIBUTION.search(se) or s.name.lower() in se.lower()] or range(len(sents))
+                   if CONTRIBUTION.search(se) or s.name.lower() in se.lower()
+                   or any(mentions_name(n, se) for n in names)] or range(len(sents))
             picked = [max(own, key=lambda i: sims[i])]
             # "Which papers compare against Megatron-LM?": and where it names Megatron-LM
             naming = [i for i, se in enumerate(sents) if names_it and names_it(se)]

@@ -138,6 +138,18 @@ def count_in(question: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
+# "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
+# (capitalised with another capital or a digit in it: "NeuroShard", "H-GCN", "X-RLflow").
+_INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
+                         r"develops|design|designs|build|builds|called|named|dubbed|termed)\s+"
+                         r"(?:(?:a|an|the|our|novel|new)\s+)*([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
+
+
+def introduced_names(text: str) -> set[str]:
+    """The names `text` introduces its own work by ("we ... propose NeuroShard")."""
+    return {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
+
+
 def asks_for_authors(question: str) -> bool:
     """The question asks about someone's papers: "by", "wrote", "authors", "X's"."""
     return bool(BY_AUTHOR.search(question)) or "'s" in question
