@@ -31,6 +31,7 @@ from __future__ import annotations
 
 import json
 import math
+import random
 import re
 import threading
 from dataclasses import dataclass, field
@@ -41,7 +42,7 @@ from typing import Any
 import numpy as np
 
 from rag.corpus.paper import Paper
-from rag.corpus.text import short_label
+from rag.corpus.text import short_label, split_sentences
 from rag.errors import RagError
 from rag.judge import Judge
 from rag.relevance import stats as index_stats
@@ -65,6 +66,8 @@ from rag.retrieve import PaperHit, Retriever
 from rag.retrieve import metadata as metadata_match
 
 PARAMS_FORMAT = 1
+PROBES = 64  # pseudo-questions a paper's `hub` is measured with
+PROBE_SEED = 7
 MAX_NAME = 30  # longer "names" are sentences (untitled papers' leads), not names
 
 
@@ -126,6 +129,7 @@ class Relevance:
         self.smallest_index: int = params.get("smallest_index", 0)
         self._stats: tuple[int, index_stats.IndexStats] | None = None
         self._terms: dict[str, list[set[str]]] = {}
+        self._probes: tuple[int, list[str], np.ndarray] | None = None
         self._lock = threading.Lock()
 
     @classmethod
@@ -150,6 +154,34 @@ class Relevance:
         with self._lock:
             self._stats = (snap.version, result)
         return result
+
+    def probes(self) -> tuple[list[str], np.ndarray]:
+        """Pseudo-questions of this index (the titles of up to PROBES papers, a fixed sample,
+        or their first sentences)
+        and their vectors, for how near a paper comes to questions about anything (`hub`)."""
+        snap = self.retriever.snapshot()
+        with self._lock:
+            if self._probes and self._probes[0] == snap.version:
+                return self._probes[1], self._probes[2]
+        papers = sorted(snap.papers.values(), key=lambda p: p.paper_id)
+        sample = random.Random(PROBE_SEED).sample(papers, min(PROBES, len(papers)))
+        # a paper without a title asks with its first sentence, as in index_stats.compute
+        texts = [p.title or (split_sentences(p.abstract) or [""])[0] for p in sample]
+        vecs = self.retriever.embedder.embed(texts) if sample else np.zeros((0, 1), dtype=np.float32)
+        with self._lock:
+            self._probes = (snap.version, [p.paper_id for p in sample], vecs)
+        return [p.paper_id for p in sample], vecs
+
+    def hub(self, paper_id: str, vecs: np.ndarray) -> float:
+        """The mean, over the index's pseudo-questions not drawn from this paper, of its best
+        sentence's cosine: a paper close to questions about anything (a "hub", as in
+        nearest-neighbour search in high dimensions: Radovanovic et al., JMLR 2010) is not
+        on a topic because it is close to it. NaN in an index of under three papers."""
+        owners, probes = self.probes()
+        keep = [i for i, o in enumerate(owners) if o != paper_id]
+        if len(keep) < 2:
+            return math.nan
+        return float((vecs @ probes[keep].T).max(axis=0).mean())
 
     def pool_size(self, list_question: bool) -> int:
         """How many papers to retrieve before deciding: lists look deeper in a larger index."""
@@ -220,6 +252,7 @@ class Relevance:
                 "cos_mean3": float(np.sort(sims)[-3:].mean()), "cos_mean": float(sims.mean()),
                 "contrib_cos": max(own) if own else float(sims.mean()),
                 "term_frac": sum(bool(asked & t) for t in sent_terms) / len(sent_terms),
+                "hub": self.hub(h.paper.paper_id, vecs),
             })
         best = max(sent_cos)
         top_spread = float(np.std(sorted(sent_cos, reverse=True)[:20])) + 0.02

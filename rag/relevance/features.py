@@ -56,6 +56,7 @@ PAPER_FEATURES = (
     "cos_chunk", "cos_sent", "z_bg", "z_top", "z_self", "rel_best", "rel_best_z", "cos_mean3",
     "cos_mean", "contrib_cos", "term_frac", "cov_doc", "cov_sent", "cov_best", "bm25_rel",
     "log_rank", "log_rank_dense", "log_rank_bm25", "rank_disagree", "named", "meta", "unknown",
+    "hub",
 )
 QUESTION_FEATURES = (
     "p_top", "p_second", "z_top_best", "z_self_best", "gap", "cov_aspect", "cov_aspect_doc",
