@@ -76,6 +76,9 @@ def test_an_author_question_is_answered_from_the_records_only_when_it_asks_nothi
     # the list noun is what one named thing uses or beats: its abstract answers
     ("Which two techniques does SDP4Bit use to reduce communication?", False),
     ("Which systems does Tutel outperform?", False),
+    # the list noun belongs to a named thing: what it holds
+    ("What do Pwnbench abstracts embed?", False),
+    ("What do these papers say about pipelines?", True),
 ])
 def test_a_question_about_what_one_named_system_uses_is_not_a_list_of_papers(question: str, is_list: bool) -> None:
     assert is_list_question(question) is is_list

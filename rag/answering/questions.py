@@ -3,8 +3,9 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection, Iterable
+from collections.abc import Callable, Collection
 
+from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label, split_sentences
 from rag.judge import content_words
@@ -81,7 +82,7 @@ def is_list_question(q: str) -> bool:
     """"Which systems target long-sequence training?" asks for papers; "Which two techniques
     does SDP4Bit use?" asks what one named thing uses, which its abstract answers."""
     m = _LIST_Q.search(q)
-    return m is not None and not _OF_ONE.match(q, m.end())
+    return m is not None and not _OF_ONE.match(q, m.end()) and not _OWNED.match(q)
 
 
 def topic_of(q: str) -> str:
@@ -188,6 +189,11 @@ def compared_in(question: str, paper: Paper) -> list[str]:
 # capitalised, one or more separated by single spaces ("Switch Transformer", "GPT-3").
 _NAME_WORD = r"(?:[A-Z][\w.+-]*[\w+]|[a-z][\w.+-]*[A-Z0-9][\w.+-]*[\w+])"
 _NAME_RUN = re.compile(rf"(?<![\w-]){_NAME_WORD}(?: {_NAME_WORD})*(?![\w-])")
+# "What do Pwnbench abstracts embed?": the list noun belongs to a named thing, which the
+# question asks about.
+_OWNED = re.compile(rf"^\s*(?i:what|which)\s+(?i:do|does|did)\s+{_NAME_WORD}(?:'s)?\s+"
+                    r"(?i:papers|systems|works|methods|approaches|frameworks|abstracts|studies|tools|"
+                    r"techniques)\b")
 # After a list noun: "... does SDP4Bit use", "... did DeepSpeed-Ulysses": the noun is what a
 # named thing does or has, not a kind of paper.
 _OF_ONE = re.compile(rf"\s+(?:does|do|did|has|have)\s+{_NAME_WORD}(?![\w-])")
@@ -201,70 +207,6 @@ def names_related(topic: str) -> list[str]:
     for name in names:
         rest = rest.replace(name, " ")
     return names if names and not content_words(rest) - _RELATES else []
-
-
-def is_acronym(name: str) -> bool:
-    """"FL", "GNNs", "MoE", "DLRM": one short word, mostly capitals (a plural's "s" aside);
-    not a system's name such as "DeepSpeed"."""
-    core = name[:-1] if name.endswith("s") and len(name) > 2 else name
-    letters = [c for c in core if c.isalpha()]
-    return (" " not in name and 2 <= len(core) <= 8 and core[0].isupper() and bool(letters)
-            and sum(c.isupper() for c in letters) * 2 > len(letters))
-
-
-def long_forms(acronym: str, texts: Iterable[str]) -> list[str]:
-    """What the texts spell `acronym` out as where they define it ("Federated learning (FL)"
-    -> "federated learning"), lower-cased: the most frequent definition (several if tied),
-    [] if none defines it. The long form is found as Schwartz and Hearst's algorithm finds it
-    (A Simple Algorithm for Identifying Abbreviation Definitions in Biomedical Text, 2003):
-    the shortest run of the words before the parenthesis, at most min(n + 5, 2n) of them
-    for an n-letter acronym, in which the acronym's letters appear in order, the first at the
-    start of a word. Written here: none of the named libraries reads abbreviations."""
-    core = acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
-    marks = (f"({core})", f"({core}s)")
-    span = min(len(core) + 5, 2 * len(core))
-    counts: dict[str, int] = {}
-    for text in texts:
-        if marks[0] not in text and marks[1] not in text:
-            continue  # cheap: most texts never write it
-        for m in re.finditer(rf"\({re.escape(core)}s?\)", text):
-            words = re.findall(r"\w[\w'-]*", text[:m.start()])[-span:]
-            form = _long_form(core, " ".join(words))
-            if form and form.lower() != core.lower():
-                counts[form.lower()] = counts.get(form.lower(), 0) + 1
-    top = max(counts.values(), default=0)
-    return sorted(f for f, n in counts.items() if n == top)
-
-
-def _long_form(short: str, before: str) -> str | None:
-    """Schwartz and Hearst's best long form of `short` ending `before` (None if none)."""
-    s, i = len(short) - 1, len(before) - 1
-    while s >= 0:
-        c = short[s].lower()
-        if not c.isalnum():
-            s -= 1
-            continue
-        while i >= 0 and (before[i].lower() != c or (s == 0 and i > 0 and before[i - 1].isalnum())):
-            i -= 1
-        if i < 0:
-            return None
-        i -= 1
-        s -= 1
-    start = before.rfind(" ", 0, i + 1) + 1
-    return before[start:].strip(" ,;:") or None
-
-
-def acronym_pattern(acronym: str, forms: list[str]) -> re.Pattern[str]:
-    """Matches `acronym` as written (or its singular, "GNN" for "GNNs"), alone or heading a
-    compound, or one of its long forms in any case, singular or plural ("graph neural
-    network")."""
-    core = acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
-    alts = [rf"{re.escape(core)}s?"]
-    for form in forms:
-        words = (form[:-1] if form.endswith("s") and not form.endswith("ss") else form).split()
-        if words:
-            alts.append("(?i:" + r"[\s-]+".join(re.escape(w) for w in words) + "s?)")
-    return re.compile(rf"(?<![\w-])(?:{'|'.join(alts)})(?!\w)")
 
 
 def mentions_acronym(acronym: str, forms: list[str], text: str) -> bool:
