@@ -9,6 +9,7 @@ import json
 from pathlib import Path
 from typing import Any
 
+import numpy as np
 import pytest
 
 from rag.corpus.paper import Paper
@@ -172,6 +173,21 @@ def test_prompt_tuning_list_includes_pomp(pipeline: Any) -> None:
 def test_question_from_another_field_abstains(pipeline: Any, question: str) -> None:
     ans = pipeline.answer(question)
     assert ans.abstained and ans.sources == []
+
+
+def test_a_paper_close_to_every_pseudo_question_is_a_hub(pipeline: Any) -> None:
+    rel = pipeline.chooser.relevance
+    owners, probes = rel.probes()
+    assert len(owners) == min(64, len(rel.retriever.papers())) == len(probes)
+    centre = probes.mean(axis=0)
+    centre /= np.linalg.norm(centre)
+    other = np.random.default_rng(0).normal(size=probes.shape[1])
+    other /= np.linalg.norm(other)
+    # an abstract whose sentence sits among all the index's pseudo-questions is a hub; one
+    # pointing elsewhere is not
+    assert rel.hub("not-in-the-index", centre[None, :]) > rel.hub("not-in-the-index", other[None, :]) + 0.2
+    # a paper is not measured with its own title
+    assert rel.hub(owners[0], probes[:1]) < rel.hub("not-in-the-index", probes[:1])
 
 
 def test_named_paper_fact_is_answered_from_its_abstract(pipeline: Any) -> None:

@@ -156,9 +156,9 @@ class Relevance:
         return result
 
     def probes(self) -> tuple[list[str], np.ndarray]:
-        """Pseudo-questions of this index (the titles of up to PROBES papers, a fixed sample,
-        or their first sentences)
-        and their vectors, for how near a paper comes to questions about anything (`hub`)."""
+        """Pseudo-questions of this index (the titles, or first sentences, of a fixed sample
+        of up to PROBES papers: their ids) and their vectors, for how near a paper comes to
+        questions about anything (`hub`). Embedded once per index version."""
         snap = self.retriever.snapshot()
         with self._lock:
             if self._probes and self._probes[0] == snap.version:
