@@ -510,12 +510,9 @@ def print_curve(items: list[dict[str, Any]], answer: dict[str, Any]) -> None:
                for c in ("seeds", "cross")]
     print("\nheld-out, per answer bound (the fitted one is "
           f"{answer['threshold']:.2f}):\n{'bound':>6}" + "".join(f"{g[0]:>15}" for g in groups))
+    masks = [np.array([member(it) for it in part]) for _, member in groups]
     for t in np.arange(0.30, 0.91, 0.05):
-        cells = []
-        for _, member in groups:
-            sel = np.array([member(it) for it in part])
-            declined = float((p[sel] < t).mean()) if sel.any() else float("nan")
-            cells.append(declined)
+        cells = [float((p[sel] < t).mean()) if sel.any() else float("nan") for sel in masks]
         print(f"{t:>6.2f}" + "".join(f"{v:>15.3f}" for v in cells))
 
 

@@ -16,10 +16,10 @@ from rag.answering.questions import (
     is_acronym,
     is_list_question,
     long_forms,
-    mentions_acronym,
     mentions_name,
     names_related,
 )
+from rag.corpus.acronyms import acronym_pattern
 from rag.corpus.paper import Paper
 
 
@@ -129,10 +129,11 @@ def test_an_acronym_is_read_as_the_texts_define_it() -> None:
 
 def test_an_acronym_is_mentioned_by_its_long_form_in_any_case_or_number() -> None:
     forms = ["graph neural networks"]
-    assert mentions_acronym("GNNs", forms, "a scalable Graph Neural Network that learns")
-    assert mentions_acronym("GNNs", forms, "accelerating GNN training")  # the singular as written
-    assert not mentions_acronym("GNNs", forms, "a graph of neural networks")
-    assert not mentions_acronym("FL", ["federated learning"], "reinforcement learning for flows")
+    gnns = acronym_pattern("GNNs", forms)
+    assert gnns.search("a scalable Graph Neural Network that learns")
+    assert gnns.search("accelerating GNN training")  # the singular as written
+    assert not gnns.search("a graph of neural networks")
+    assert not acronym_pattern("FL", ["federated learning"]).search("reinforcement learning for flows")
 
 
 @pytest.mark.parametrize(("question", "counted"), [

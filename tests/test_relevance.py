@@ -14,7 +14,7 @@ import pytest
 
 from rag.corpus.paper import Paper
 from rag.errors import RagError
-from rag.relevance import Decision, RelevanceParamsError, load_params
+from rag.relevance import Decision, RelevanceParamsError, hub, load_params
 from rag.retrieve import PaperHit
 
 # -- the fitted parameters --------------------------------------------------------------------
@@ -185,9 +185,10 @@ def test_a_paper_close_to_every_pseudo_question_is_a_hub(pipeline: Any) -> None:
     other /= np.linalg.norm(other)
     # an abstract whose sentence sits among all the index's pseudo-questions is a hub; one
     # pointing elsewhere is not
-    assert rel.hub("not-in-the-index", centre[None, :]) > rel.hub("not-in-the-index", other[None, :]) + 0.2
+    assert hub("not-in-the-index", centre[None, :], owners, probes) > \
+        hub("not-in-the-index", other[None, :], owners, probes) + 0.2
     # a paper is not measured with its own title
-    assert rel.hub(owners[0], probes[:1]) < rel.hub("not-in-the-index", probes[:1])
+    assert hub(owners[0], probes[:1], owners, probes) < hub("not-in-the-index", probes[:1], owners, probes)
 
 
 def test_named_paper_fact_is_answered_from_its_abstract(pipeline: Any) -> None:

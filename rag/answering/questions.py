@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable, Collection
 
-from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms
+from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms, singular
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label, split_sentences
 from rag.judge import content_words
@@ -121,7 +121,7 @@ def expansion_in(name: str, text: str) -> str | None:
 
 # "How many developers took part in ...?": the words naming what is counted, up to the verb or
 # preposition after them.
-HOW_MANY = re.compile(r"\bhow many\s+((?:(?!(?:did|does|do|were|was|are|is|took|can|could|have|has|"
+_HOW_MANY = re.compile(r"\bhow many\s+((?:(?!(?:did|does|do|were|was|are|is|took|can|could|have|has|"
                       r"had|will|would|in|on|of|per|for|to|with|by|at)\b)[\w-]+\s*){1,4})", re.I)
 
 
@@ -129,7 +129,7 @@ def count_in(question: str, text: str) -> str | None:
     """The sentence of `text` that gives a count of what a "How many ...?" question counts
     ("a user study with 17 software developers", "on 20+ models"): a number, then at most
     three words, then the counted noun; None if no sentence does or nothing is counted."""
-    m = HOW_MANY.search(question)
+    m = _HOW_MANY.search(question)
     if not m:
         return None
     head = m.group(1).split()[-1].lower()
@@ -209,25 +209,21 @@ def names_related(topic: str) -> list[str]:
     return names if names and not content_words(rest) - _RELATES else []
 
 
-def mentions_acronym(acronym: str, forms: list[str], text: str) -> bool:
-    """`text` names `acronym` as `acronym_pattern` reads it."""
-    return acronym_pattern(acronym, forms).search(text) is not None
-
-
 def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]:
     """A test of whether a text names any of `names` as written; an acronym also by the long
     form `texts` (the index's abstracts) define for it: "Which works study FL?" is answered
     by papers on federated learning that never write "FL"."""
-    patterns = []
+    patterns, plain = [], []
     for n in names:
-        if is_acronym(n):
-            forms = long_forms(n, texts)
-            # Substrings one of which a naming text holds: a regex (case-blind in part) run on
-            # every abstract would cost seconds at 100,000, these tests a small part of that.
-            heads = {re.split(r"[\s-]", f)[0] for f in forms}
-            needles = [n.rstrip("s") or n, *(v for h in heads for v in (h, h.capitalize(), h.upper()))]
-            patterns.append((needles, acronym_pattern(n, forms)))
-    plain = [n for n in names if not is_acronym(n)]
+        if not is_acronym(n):
+            plain.append(n)
+            continue
+        forms = long_forms(n, texts)
+        # Substrings one of which a naming text holds: a regex (case-blind in part) run on
+        # every abstract would cost seconds at 100,000, these tests a small part of that.
+        heads = {re.split(r"[\s-]", f)[0] for f in forms}
+        needles = [singular(n), *(v for h in heads for v in (h, h.capitalize(), h.upper()))]
+        patterns.append((needles, acronym_pattern(n, forms)))
 
     def names_any(text: str) -> bool:
         return any(any(x in text for x in needles) and p.search(text) for needles, p in patterns) \

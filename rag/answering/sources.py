@@ -13,7 +13,6 @@ from dataclasses import dataclass
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
-    HOW_MANY,
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
@@ -150,7 +149,7 @@ class SourceChooser:
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
             subject += [p for p in named if subject and p is not subject[0]][:1]
-        elif HOW_MANY.search(question):
+        else:  # "How many ...?" (count_in finds no count in any other question)
             subject = [p for p in named if count_in(question, p.abstract)][:1]
         if not subject:
             return decision

@@ -8,10 +8,15 @@ import re
 from collections.abc import Iterable
 
 
+def singular(acronym: str) -> str:
+    """"GNNs" -> "GNN": the acronym without a plural's "s"."""
+    return acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
+
+
 def is_acronym(name: str) -> bool:
     """"FL", "GNNs", "MoE", "DLRM": one short word, mostly capitals (a plural's "s" aside);
     not a system's name such as "DeepSpeed"."""
-    core = name[:-1] if name.endswith("s") and len(name) > 2 else name
+    core = singular(name)
     letters = [c for c in core if c.isalpha()]
     return (" " not in name and 2 <= len(core) <= 8 and core[0].isupper() and bool(letters)
             and sum(c.isupper() for c in letters) * 2 > len(letters))
@@ -25,7 +30,7 @@ def long_forms(acronym: str, texts: Iterable[str]) -> list[str]:
     the shortest run of the words before the parenthesis, at most min(n + 5, 2n) of them
     for an n-letter acronym, in which the acronym's letters appear in order, the first at the
     start of a word. Written here: none of the named libraries reads abbreviations."""
-    core = acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
+    core = singular(acronym)
     marks = (f"({core})", f"({core}s)")
     span = min(len(core) + 5, 2 * len(core))
     counts: dict[str, int] = {}
@@ -63,7 +68,7 @@ def acronym_pattern(acronym: str, forms: list[str]) -> re.Pattern[str]:
     """Matches `acronym` as written (or its singular, "GNN" for "GNNs"), alone or heading a
     compound, or one of its long forms in any case, singular or plural ("graph neural
     network")."""
-    core = acronym[:-1] if acronym.endswith("s") and len(acronym) > 2 else acronym
+    core = singular(acronym)
     alts = [rf"{re.escape(core)}s?"]
     for form in forms:
         words = (form[:-1] if form.endswith("s") and not form.endswith("ss") else form).split()

@@ -158,7 +158,7 @@ class Relevance:
     def probes(self) -> tuple[list[str], np.ndarray]:
         """Pseudo-questions of this index (the titles, or first sentences, of a fixed sample
         of up to PROBES papers: their ids) and their vectors, for how near a paper comes to
-        questions about anything (`hub`). Embedded once per index version."""
+        questions about anything (`hub()`). Embedded once per index version."""
         snap = self.retriever.snapshot()
         with self._lock:
             if self._probes and self._probes[0] == snap.version:
@@ -171,17 +171,6 @@ class Relevance:
         with self._lock:
             self._probes = (snap.version, [p.paper_id for p in sample], vecs)
         return [p.paper_id for p in sample], vecs
-
-    def hub(self, paper_id: str, vecs: np.ndarray) -> float:
-        """The mean, over the index's pseudo-questions not drawn from this paper, of its best
-        sentence's cosine: a paper close to questions about anything (a "hub", as in
-        nearest-neighbour search in high dimensions: Radovanovic et al., JMLR 2010) is not
-        on a topic because it is close to it. NaN in an index of under three papers."""
-        owners, probes = self.probes()
-        keep = [i for i, o in enumerate(owners) if o != paper_id]
-        if len(keep) < 2:
-            return math.nan
-        return float((vecs @ probes[keep].T).max(axis=0).mean())
 
     def pool_size(self, list_question: bool) -> int:
         """How many papers to retrieve before deciding: lists look deeper in a larger index."""
@@ -232,6 +221,7 @@ class Relevance:
             pid = snap.chunk_paper.get(cid, "")
             bm25[pid] = max(bm25.get(pid, 0.0), score)
         top_bm25 = max((bm25.get(h.paper.paper_id, 0.0) for h in hits), default=0.0) or 1.0
+        owners, probe_vecs = self.probes()
         sent_cos, cov_sent, cov_best, cov_doc, spread = [], [], [], [], []
         for h in hits:
             sents, vecs = self.judge.sentences(h.paper.abstract)
@@ -252,7 +242,7 @@ class Relevance:
                 "cos_mean3": float(np.sort(sims)[-3:].mean()), "cos_mean": float(sims.mean()),
                 "contrib_cos": max(own) if own else float(sims.mean()),
                 "term_frac": sum(bool(asked & t) for t in sent_terms) / len(sent_terms),
-                "hub": self.hub(h.paper.paper_id, vecs),
+                "hub": hub(h.paper.paper_id, vecs, owners, probe_vecs),
             })
         best = max(sent_cos)
         top_spread = float(np.std(sorted(sent_cos, reverse=True)[:20])) + 0.02
@@ -363,6 +353,18 @@ class Relevance:
                              sents, bool(WANTS_NUMBER.search(question)), self.stats())
         probs = self.models["sentence"].probabilities(rows)
         return sorted(zip(probs.tolist(), sents, strict=True), key=lambda t: -t[0])
+
+
+def hub(paper_id: str, vecs: np.ndarray, owners: list[str], probes: np.ndarray) -> float:
+    """The mean, over the index's pseudo-questions (`Relevance.probes`: `owners` are the papers
+    they were drawn from) not drawn from this paper, of its best sentence's cosine (`vecs`: its
+    sentence vectors): a paper close to questions about anything (a "hub", as in
+    nearest-neighbour search in high dimensions: Radovanovic et al., JMLR 2010) is not on a
+    topic because it is close to it. NaN with under two such pseudo-questions."""
+    keep = np.array([o != paper_id for o in owners], dtype=bool)
+    if keep.sum() < 2:
+        return math.nan
+    return float((vecs @ probes.T).max(axis=0)[keep].mean())
 
 
 def _ranks(values: list[float]) -> list[int]:
