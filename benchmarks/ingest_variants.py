@@ -10,10 +10,10 @@ Variants (RAG_EMBED_PRECISION / RAG_CHUNK_VECTORS):
                    sentence: what rag did before int8 and pooled chunk vectors
   int8/model       the same texts through the dynamically quantised model
   fp32/sentences   the model reads each title and sentence once; a chunk's vector is the
-                   length-weighted mean of its title's and sentences' vectors
-                   (rag.embed.pooling), the title's weight x1 (its characters' share) and
-                   x TITLE_WEIGHT (rag's, fitted by scripts/fit_pooling.py)
-  int8/sentences   both (rag's default, at rag's title weight)
+                   mean of its title's and sentences' token states, corrected
+                   (rag.embed.pooling; title weight and correction fitted by
+                   scripts/fit_pooling.py on seeds/ and PubMedQA, never on SciFact)
+  int8/sentences   both (RAG_CHUNK_VECTORS=sentences; rag's default is int8/model)
 
 The chunks, their texts and the BM25 snapshot come from a SciFact index built by
 benchmarks/scifact_retrieval.py (any variant: chunk texts do not depend on it; only read).
@@ -95,8 +95,8 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--scifact-home", type=Path, default=Path("/tmp/rag-scifact"))
     ap.add_argument("--json", type=Path, help="also write the figures here")
-    ap.add_argument("--title-weights", default="1,{shipped}", help="pooled variants with these "
-                    "multiples of the title's weight (rag.embed.pooling.TITLE_WEIGHT is rag's)")
+    ap.add_argument("--title-weights", default="{shipped}", help="pooled variants with these "
+                    "title weights (rag/embed/pooling.json's is rag's)")
     ap.add_argument("--speed", type=int, metavar="N", help="only time fp32 against int8 on N "
                     "SciFact abstracts' texts, alternating (no index needed)")
     args = ap.parse_args()
@@ -127,7 +127,7 @@ def main() -> None:
     sentences = [split_sentences(p.abstract) or [p.abstract] for p in papers]
     chunk_texts = [f"{p.title}. {snap.chunk_text[c]}" if p.title else snap.chunk_text[c]
                    for p in papers for c in by_paper[p.paper_id]]
-    shipped = pooling.TITLE_WEIGHT
+    shipped = pooling.params()[0]
     title_weights = sorted({float(x.format(shipped=shipped)) for x in args.title_weights.split(",")})
     weights = [chunk_weights(p.abstract, p.title, [snap.chunk_text[c] for c in by_paper[p.paper_id]], s)
                for p, s in zip(papers, sentences, strict=True)]
@@ -148,13 +148,13 @@ def main() -> None:
 
         emb.embed(flat_sents[:64])  # warm-up
         t = time.perf_counter()
-        sent_vecs = emb.embed(flat_sents, sci.embed_batch)
+        sent_vecs, sent_sums, sent_counts = emb.embed_sums(flat_sents, sci.embed_batch)
         sent_s = time.perf_counter() - t
         t = time.perf_counter()
         model_chunks = emb.embed(chunk_texts, sci.embed_batch)
         chunk_s = time.perf_counter() - t
         t = time.perf_counter()
-        title_vecs = emb.embed(titles, sci.embed_batch)
+        _, title_sums, title_counts = emb.embed_sums(titles, sci.embed_batch)
         title_s = time.perf_counter() - t
         qv = emb.embed(qtexts, sci.embed_batch)
         print(f"{precision}: sentences {sent_s:.0f} s, chunks {chunk_s:.0f} s, titles {title_s:.0f} s; "
@@ -172,8 +172,9 @@ def main() -> None:
                 else:
                     w = w.copy()
                     w[:, 0] *= tw / shipped  # chunk_weights applied rag's weight
-                    pooled_chunks.append(pooled(w, np.concatenate([title_vecs[i : i + 1],
-                                                                   sent_vecs[at : at + n]])))
+                    pooled_chunks.append(pooled(
+                        w, np.concatenate([title_sums[i : i + 1], sent_sums[at : at + n]]),
+                        np.concatenate([title_counts[i : i + 1], sent_counts[at : at + n]])))
                 at += n
             name = f"sentences, title x{tw:g}" + (" (rag's)" if tw == shipped else "")
             mats[name] = np.concatenate(pooled_chunks)

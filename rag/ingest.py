@@ -269,7 +269,7 @@ def ingest(
             planned = {src: [(p, make_chunks(p, splitter)) for p in ps] for src, ps in todo.items()}
             sentences = {p.paper_id: split_sentences(p.abstract) or [p.abstract]
                          for ps in todo.values() for p in ps}
-            derive = settings.chunk_vectors == "sentences"
+            derive = store.settings.chunk_vectors == "sentences"  # the index's own kind
             weights = {p.paper_id: chunk_weights(p.abstract, p.title, [c.text for c in cs],
                                                   sentences[p.paper_id]) if derive else None
                        for items in planned.values() for p, cs in items}
@@ -326,7 +326,11 @@ def _embed_group(group: list[tuple[Paper, list[Chunk]]], sentences: dict[str, li
             texts.append(paper.title or "")
     s_at = len(texts)
     texts += [s for p, _ in group for s in sentences[p.paper_id]]
-    vectors = embedder.embed(texts, batch, bar)
+    derived = any(weights[p.paper_id] is not None for p, _ in group)
+    if derived:
+        vectors, sums, counts = embedder.embed_sums(texts, batch, bar)
+    else:
+        vectors = embedder.embed(texts, batch, bar)
     rows, sent_rows, at = [], [], 0
     for paper, chunks in group:
         sents = sentences[paper.paper_id]
@@ -336,10 +340,11 @@ def _embed_group(group: list[tuple[Paper, list[Chunk]]], sentences: dict[str, li
         if w is None:
             chunk_vecs = vectors[at : at + len(chunks)]
             at += len(chunks)
-        else:
-            title = vectors[at : at + 1] if w[:, 0].any() else np.zeros((1, sent_vecs.shape[1]), np.float32)
-            at += 1 if w[:, 0].any() else 0
-            chunk_vecs = pooled(w, np.concatenate([title, sent_vecs]))
+        else:  # the title's row (none without a title: its weight is 0), then the sentences'
+            has_title = bool(w[:, 0].any())
+            parts = ([at] if has_title else []) + list(range(s_at - len(sents), s_at))
+            chunk_vecs = pooled(w if has_title else w[:, 1:], sums[parts], counts[parts])
+            at += has_title
         rows.append((paper, chunks, chunk_vecs))
         sent_rows.append((paper.paper_id, sents, sent_vecs))
     return rows, sent_rows

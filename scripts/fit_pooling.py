@@ -1,25 +1,33 @@
-"""Fit the title's weight in pooled chunk vectors (rag.embed.pooling.TITLE_WEIGHT).
+"""Fit how chunk vectors are pooled from the title's and sentences' token states
+(rag/embed/pooling.json: the title's weight and the correction vector).
 
     nice -n 10 .venv/bin/python scripts/fit_pooling.py [--write]
 
-A pooled chunk vector (RAG_CHUNK_VECTORS=sentences) is the mean of its title's and sentences'
-vectors, each weighted by the characters it gives "title. chunk text". The model reading that
-text lets every token see the title, which counts for more than its share of characters; how
-much more is a number, so it is fitted here, on dense retrieval alone (the part pooling
-changes): for each candidate multiplier of the title's weight, every question with papers of
-three sets is ranked by cosine over the pooled chunk vectors (papers by their best chunk) and
-scored by nDCG@10 against its papers:
+A pooled chunk vector (RAG_CHUNK_VECTORS=sentences, rag.embed.pooling) is the mean of the
+content tokens' states of its title and sentences, each sentence counted by the share of its
+characters the chunk holds, made a unit vector, plus a correction vector, made one again. Two
+numbers decide it, so they are fitted here:
+
+- the correction vector, for each candidate title weight: the mean difference between the
+  vector of the model reading a chunk ("title. chunk text", what RAG_CHUNK_VECTORS=model
+  stores) and the pooled mean, over every chunk of the fit corpora;
+- the title's weight (the model reading "title. chunk" lets every token see the title, which
+  may count for more than its tokens): the candidate whose pooled vectors rank the `fit`
+  questions of the fit corpora best, by dense retrieval alone (the part pooling changes;
+  papers by their best chunk, nDCG@10 against the question's papers, each corpus weighing
+  the same).
 
     evals/questions.yaml             seeds/                            fact, list, metadata
     evals/pubmedqa/questions.yaml    500 PubMedQA abstracts            own question; MeSH lists
     evals/scifact/questions.yaml     SciFact's 5,183 abstracts         claim -> cited abstracts
 
-The weight is chosen on the `fit` questions of seeds/ and PubMedQA only, by their mean nDCG@10
-(each corpus weighs the same). SciFact is left out of the choice entirely and reported as the
-corpus the weight never saw, as are every corpus's `heldout` questions; the weight each pair of
-corpora would choose is printed too (leave one corpus out), so a weight that only suits one
-corpus shows. The model is the one rag uses (RAG_EMBED_PRECISION, default int8). `--write`
-puts the chosen weight in rag/embed/pooling.py.
+Both are fitted on seeds/ and PubMedQA. SciFact is left out of the fit entirely and reported
+as the corpus it never saw, as are every corpus's `heldout` questions; the title weight each
+pair of corpora would choose is printed too (leave one corpus out). The figures printed beside
+each weight: dense nDCG@10 (fit / held-out) and the mean cosine of the pooled vectors to the
+model's own chunk vectors. `--write` puts the choice, with these figures, in pooling.json.
+The model is the one rag uses (RAG_EMBED_PRECISION, default int8). About 8 min on 2 cores
+(SciFact's chunks and sentences are embedded once each).
 
 Data: seeds/; PubMedQA (Jin et al. 2019, MIT licence) and SciFact (Wadden et al. 2020, claims
 CC BY 4.0, abstracts ODC-By 1.0) from ../shared/benchmarks/.
@@ -28,8 +36,8 @@ CC BY 4.0, abstracts ODC-By 1.0) from ../shared/benchmarks/.
 from __future__ import annotations
 
 import argparse
+import json
 import math
-import re
 import sys
 import time
 from pathlib import Path
@@ -45,8 +53,8 @@ CORPORA = {  # name: (corpus, question set)
     "scifact": (SHARED / "scifact" / "corpus.jsonl", ROOT / "evals" / "scifact" / "questions.yaml"),
 }
 FIT_ON = ("seeds", "pubmedqa")
-GRID = (1.0, 1.5, 2.0, 3.0, 4.0, 6.0, 8.0, 12.0)
-POOLING = ROOT / "rag" / "embed" / "pooling.py"
+GRID = (0.5, 1.0, 1.5, 2.0, 3.0, 4.0)
+PARAMS = ROOT / "rag" / "embed" / "pooling.json"
 
 
 def ndcg10(ranked: list[str], relevant: set[str]) -> float:
@@ -56,48 +64,56 @@ def ndcg10(ranked: list[str], relevant: set[str]) -> float:
 
 
 def corpus_data(name: str, settings, embedder) -> dict:  # type: ignore[no-untyped-def]
-    """Papers, their chunks' weights, title and sentence vectors, and the questions with papers."""
+    """Papers whose chunks can be pooled, with their weights (title weight 1), the parts'
+    token sums and counts, the model's chunk vectors, and the questions with papers."""
     from rag.corpus import expand_paths, merge_papers, read_file
     from rag.corpus.text import split_sentences
     from rag.embed.pooling import chunk_weights
     from rag.eval.sets import load_set, resolve_refs
-    from rag.ingest import _splitter, make_chunks
+    from rag.ingest import _splitter, embed_text, make_chunks
 
     source, set_path = CORPORA[name]
     papers = merge_papers([p for f in expand_paths([source]) for p in read_file(f).papers])
     splitter = _splitter(settings)
-    rows = []
+    rows, chunk_texts = [], []
     for p in papers:
-        chunks = [c.text for c in make_chunks(p, splitter)]
+        chunks = make_chunks(p, splitter)
         sents = split_sentences(p.abstract) or [p.abstract]
-        w = chunk_weights(p.abstract, p.title, chunks, sents)
+        w = chunk_weights(p.abstract, p.title, [c.text for c in chunks], sents, title_weight=1.0)
         if w is not None:
             rows.append((p, sents, w))
+            chunk_texts += [embed_text(p, c) for c in chunks]
     t = time.perf_counter()
-    titles = embedder.embed([p.title or "" for p, _, _ in rows])
-    sent_vecs = embedder.embed([s for _, ss, _ in rows for s in ss])
+    parts = [t for p, ss, _ in rows for t in [p.title or "", *ss]]
+    _, sums, counts = embedder.embed_sums(parts)
+    model = embedder.embed(chunk_texts)
     questions = [q for q in load_set(set_path) if q.papers and q.kind != "followup"]
     refs = resolve_refs(questions, papers, set_path, name)
     qvecs = embedder.embed([q.turns[-1] for q in questions])
-    print(f"{name}: {len(rows)} papers, {len(sent_vecs)} sentences, {len(questions)} questions "
-          f"embedded in {time.perf_counter() - t:.0f} s", flush=True)
-    return {"rows": rows, "titles": titles, "sents": sent_vecs, "questions": questions,
+    print(f"{name}: {len(rows)} papers, {len(parts) - len(rows)} sentences, {len(model)} chunks, "
+          f"{len(questions)} questions embedded in {time.perf_counter() - t:.0f} s", flush=True)
+    return {"rows": rows, "sums": sums, "counts": counts, "model": model, "questions": questions,
             "relevant": [{refs[r] for r in q.papers} for q in questions], "qvecs": qvecs}
 
 
-def scores(data: dict, multiplier: float) -> dict[str, float]:
-    """Mean dense nDCG@10 per split with the title's weight multiplied."""
-    from rag.embed.pooling import pooled
+def means(data: dict, title_weight: float) -> tuple[np.ndarray, list[str]]:
+    """Every chunk's pooled mean as a unit vector, before the correction, and its paper."""
+    from rag.embed.pooling import unit
 
     mats, owners, at = [], [], 0
-    for i, (p, sents, w) in enumerate(data["rows"]):
+    for p, sents, w in data["rows"]:
         w = w.copy()
-        w[:, 0] *= multiplier
-        vecs = np.concatenate([data["titles"][i : i + 1], data["sents"][at : at + len(sents)]])
-        at += len(sents)
-        mats.append(pooled(w, vecs))
+        w[:, 0] *= title_weight
+        n = 1 + len(sents)
+        sums, counts = data["sums"][at : at + n], data["counts"][at : at + n]
+        at += n
+        mats.append(unit((w @ sums) / np.clip(w @ counts, 1e-9, None)[:, None]))
         owners += [p.paper_id] * len(w)
-    matrix = np.concatenate(mats)
+    return np.concatenate(mats), owners
+
+
+def scores(data: dict, matrix: np.ndarray, owners: list[str]) -> dict[str, float]:
+    """Mean dense nDCG@10 per split over these chunk vectors, and their cosine to the model's."""
     by_split: dict[str, list[float]] = {}
     for q, rel, qv in zip(data["questions"], data["relevant"], data["qvecs"], strict=True):
         ranked: list[str] = []
@@ -105,48 +121,79 @@ def scores(data: dict, multiplier: float) -> dict[str, float]:
             if owners[j] not in ranked:
                 ranked.append(owners[j])
         by_split.setdefault(q.split or "heldout", []).append(ndcg10(ranked, rel))
-    return {split: float(np.mean(v)) for split, v in by_split.items()}
+    out = {split: float(np.mean(v)) for split, v in by_split.items()}
+    out["cosine"] = float(np.mean(np.sum(matrix * data["model"], axis=1)))
+    return out
 
 
 def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
-    ap.add_argument("--write", action="store_true", help=f"write the weight into {POOLING.relative_to(ROOT)}")
+    ap.add_argument("--write", action="store_true", help=f"write the fit into {PARAMS.relative_to(ROOT)}")
     args = ap.parse_args()
 
     from rag.config import Settings
     from rag.embed import get_embedder
+    from rag.embed.pooling import unit
 
     settings = Settings()
     embedder = get_embedder(settings.model_cache, settings.embed_threads, precision=settings.embed_precision)
     data = {name: corpus_data(name, settings, embedder) for name in CORPORA}
-    table = {name: {m: scores(d, m) for m in GRID} for name, d in data.items()}
+    table: dict[str, dict[float, dict[str, float]]] = {name: {} for name in CORPORA}
+    biases: dict[tuple[tuple[str, ...], float], np.ndarray] = {}
 
-    def choose(on: tuple[str, ...]) -> float:
-        return max(GRID, key=lambda m: (np.mean([table[c][m]["fit"] for c in on]), -m))
+    def bias(on: tuple[str, ...], tw: float) -> np.ndarray:
+        if (on, tw) not in biases:
+            diffs = [data[c]["model"] - means(data[c], tw)[0] for c in on]
+            biases[on, tw] = np.concatenate(diffs).mean(axis=0).astype(np.float32)
+        return biases[on, tw]
 
-    chosen = choose(FIT_ON)
-    print(f"\ndense nDCG@10 by the title's weight multiplier ({settings.embed_precision} model; "
-          f"fit / held-out):\n")
-    print("| multiplier | " + " | ".join(CORPORA) + " |")
+    def table_for(on: tuple[str, ...]) -> dict[str, dict[float, dict[str, float]]]:
+        out: dict[str, dict[float, dict[str, float]]] = {name: {} for name in CORPORA}
+        for tw in GRID:
+            b = bias(on, tw)
+            for name, d in data.items():
+                m, owners = means(d, tw)
+                out[name][tw] = scores(d, unit(m + b), owners)
+        return out
+
+    def choose(tab: dict[str, dict[float, dict[str, float]]], on: tuple[str, ...]) -> float:
+        return max(GRID, key=lambda tw: (np.mean([tab[c][tw]["fit"] for c in on]), -abs(tw - 1)))
+
+    table = table_for(FIT_ON)
+    chosen = choose(table, FIT_ON)
+    print(f"\ndense nDCG@10 (fit / held-out) and cosine to the model's chunk vectors, by the title's "
+          f"weight; correction fitted on {' + '.join(FIT_ON)} ({settings.embed_precision} model):\n")
+    print("| title weight | " + " | ".join(CORPORA) + " |")
     print("|---|" + "---|" * len(CORPORA))
-    for m in GRID:
-        mark = " (chosen)" if m == chosen else ""
-        print(f"| {m:g}{mark} | " + " | ".join(
-            f"{table[c][m]['fit']:.4f} / {table[c][m]['heldout']:.4f}" for c in CORPORA) + " |")
-    print(f"\nchosen on {' + '.join(FIT_ON)} (fit questions): {chosen:g}; "
-          f"SciFact, never seen by the choice: {table['scifact'][1.0]['fit']:.4f} / "
-          f"{table['scifact'][1.0]['heldout']:.4f} at 1 -> {table['scifact'][chosen]['fit']:.4f} / "
-          f"{table['scifact'][chosen]['heldout']:.4f}")
+    for tw in GRID:
+        mark = " (chosen)" if tw == chosen else ""
+        print(f"| {tw:g}{mark} | " + " | ".join(
+            f"{table[c][tw]['fit']:.4f} / {table[c][tw]['heldout']:.4f}, cos {table[c][tw]['cosine']:.3f}"
+            for c in CORPORA) + " |")
+    own = {name: scores(d, d["model"], means(d, 1.0)[1]) for name, d in data.items()}
+    print("| the model reading each chunk | " + " | ".join(
+        f"{own[c]['fit']:.4f} / {own[c]['heldout']:.4f}" for c in CORPORA) + " |")
+    plain = {name: {tw: scores(d, *means(d, tw)) for tw in (chosen,)} for name, d in data.items()}
+    print(f"\nwithout the correction, at {chosen:g}: " + "; ".join(
+        f"{c} {plain[c][chosen]['fit']:.4f} / {plain[c][chosen]['heldout']:.4f}, cos "
+        f"{plain[c][chosen]['cosine']:.3f}" for c in CORPORA))
     for left in CORPORA:
         on = tuple(c for c in CORPORA if c != left)
-        m = choose(on)
-        print(f"leave {left} out: fit on {' + '.join(on)} chooses {m:g}; {left} held-out "
-              f"{table[left][1.0]['heldout']:.4f} at 1 -> {table[left][m]['heldout']:.4f}")
+        tab = table_for(on)
+        tw = choose(tab, on)
+        print(f"leave {left} out: fit on {' + '.join(on)} chooses {tw:g}; {left} held-out "
+              f"{tab[left][tw]['heldout']:.4f} (cos {tab[left][tw]['cosine']:.3f})")
     if args.write:
-        text = POOLING.read_text(encoding="utf-8")
-        new = re.sub(r"^TITLE_WEIGHT = [\d.]+", f"TITLE_WEIGHT = {chosen:g}", text, count=1, flags=re.M)
-        POOLING.write_text(new, encoding="utf-8")
-        print(f"wrote TITLE_WEIGHT = {chosen:g} into {POOLING.relative_to(ROOT)}")
+        figures = {c: {k: round(v, 4) for k, v in table[c][chosen].items()} for c in CORPORA}
+        PARAMS.write_text(json.dumps({
+            "recipe": f"tokens-v1/title-x{chosen:g}",
+            "title_weight": chosen,
+            "fitted_on": list(FIT_ON),
+            "figures": figures,
+            "model": settings.embed_precision,
+            "bias": [round(float(x), 6) for x in bias(FIT_ON, chosen)],
+        }, indent=1) + "\n", encoding="utf-8")
+        print(f"wrote {PARAMS.relative_to(ROOT)}")
 
 
 if __name__ == "__main__":

@@ -48,22 +48,31 @@ def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
     assert "the index 'mine' is empty" in res.stderr and "--index mine" in res.stderr
 
 
-def test_an_index_built_with_other_chunk_vectors_says_how_to_read_it(tmp_path: Path) -> None:
-    """Chunk vectors made another way (here pooled from sentences, RAG_CHUNK_VECTORS=sentences)
-    are not mixed with the model's: under the defaults that index's name says what happened and
-    how to read it; with its own settings it answers. The model's precision is no such
-    setting: an index built with fp32 answers int8 queries and the other way round."""
-    pooled = {"RAG_CHUNK_VECTORS": "sentences"}
+def test_an_index_keeps_the_chunk_vectors_it_was_built_with(tmp_path: Path) -> None:
+    """Chunk vectors made another way (here pooled from the sentence pass,
+    RAG_CHUNK_VECTORS=sentences) are not mixed with the model's: with the setting unset, that
+    index is read and grown as it was built; set to the other kind, the index's name says what
+    happened and how to read it. The model's precision is no such setting: an index built with
+    fp32 answers int8 queries and the other way round."""
     home = tmp_path / ".rag"
     seed = str(SEEDS / "000_1d593446947ebb0f.txt")
-    built = run_rag("ingest", "-q", seed, "--index", "lib", cwd=tmp_path, env=_env(home, **pooled))
+    built = run_rag("ingest", "-q", seed, "--index", "lib", cwd=tmp_path,
+                    env=_env(home, RAG_CHUNK_VECTORS="sentences"))
     assert built.returncode == 0, built.stderr
-    now = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home))
-    assert now.returncode == 3, now.stderr
-    assert "built with other chunk settings" in now.stderr and "RAG_CHUNK_VECTORS" in now.stderr
-    assert "rag ingest PATH --index lib" in now.stderr and now.stdout == ""
-    again = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home, **pooled))
-    assert again.returncode == 0 and "Long-SFT" in again.stdout, again.stderr
+    kept = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home))
+    assert kept.returncode == 0 and "Long-SFT" in kept.stdout, kept.stderr
+    pooled = _env(home, RAG_CHUNK_VECTORS="sentences")
+    before = run_rag("papers", "--index", "lib", cwd=tmp_path, env=pooled).stdout.splitlines()
+    grown = run_rag("ingest", "-q", str(SEEDS / "001_081bc128d00d0de2.txt"), "--index", "lib",
+                    cwd=tmp_path, env=_env(home))
+    assert grown.returncode == 0, grown.stderr
+    after = run_rag("papers", "--index", "lib", cwd=tmp_path, env=pooled).stdout.splitlines()
+    assert len(after) > len(before) > 0  # grown in the index's own collection
+    other = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path,
+                    env=_env(home, RAG_CHUNK_VECTORS="model"))
+    assert other.returncode == 3, other.stderr
+    assert "built with other chunk settings" in other.stderr and "RAG_CHUNK_VECTORS" in other.stderr
+    assert "rag ingest PATH --index lib" in other.stderr and other.stdout == ""
 
     fp32 = run_rag("ingest", "-q", seed, "--index", "full", cwd=tmp_path,
                    env=_env(home, RAG_EMBED_PRECISION="fp32"))

@@ -95,6 +95,30 @@ class TorchEmbedder:
                 progress(len(part))
         return out
 
+    def embed_sums(self, texts: Sequence[str], batch: int = 256,
+                   progress: Callable[[int], None] | None = None
+                   ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """As rag.embed.onnx.Embedder.embed_sums: the vectors, and each text's content
+        tokens' summed states (without [CLS] and [SEP]) and their count."""
+        if self.device != "cpu":
+            batch = max(batch, GPU_BATCH)
+        out = np.zeros((len(texts), DIM), dtype=np.float32)
+        sums = np.zeros((len(texts), DIM), dtype=np.float32)
+        counts = np.zeros(len(texts), dtype=np.float32)
+        for start in range(0, len(texts), SLICE):
+            part = list(texts[start : start + SLICE])
+            states = self.model.encode(part, batch_size=batch, output_value="token_embeddings",
+                                       convert_to_numpy=False, show_progress_bar=False)
+            for j, s in enumerate(states):
+                s = s.float().cpu().numpy()
+                mean = s.mean(0)
+                out[start + j] = mean / max(float(np.linalg.norm(mean)), 1e-12)
+                sums[start + j] = s[1:-1].sum(0)
+                counts[start + j] = len(s) - 2
+            if progress:
+                progress(len(part))
+        return out, sums, counts
+
 
 _loaded: dict[tuple[Path, str], TorchEmbedder] = {}
 

@@ -182,8 +182,19 @@ class Embedder:
             return vec
         return self._embed(texts, batch, progress)
 
+    def embed_sums(
+        self, texts: Sequence[str], batch: int = 32, progress: Callable[[int], None] | None = None
+    ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """The texts' vectors, and for each text the sum of its content tokens' states (the
+        model's output before pooling, without [CLS] and [SEP]) and their count: what pooled
+        chunk vectors are made of (rag.embed.pooling)."""
+        sums = np.zeros((len(texts), DIM), dtype=np.float32)
+        counts = np.zeros(len(texts), dtype=np.float32)
+        return self._embed(texts, batch, progress, (sums, counts)), sums, counts
+
     def _embed(
-        self, texts: Sequence[str], batch: int, progress: Callable[[int], None] | None
+        self, texts: Sequence[str], batch: int, progress: Callable[[int], None] | None,
+        sums: tuple[np.ndarray, np.ndarray] | None = None,
     ) -> np.ndarray:
         out = np.zeros((len(texts), DIM), dtype=np.float32)
         tokens: list[np.ndarray] = []
@@ -205,6 +216,10 @@ class Embedder:
                 None, {"input_ids": ids, "attention_mask": mask, "token_type_ids": np.zeros_like(ids)}
             )[0]
             weights = mask[..., None].astype(np.float32)
+            if sums is not None:
+                for row, i in enumerate(idx):
+                    sums[0][i] = hidden[row, 1 : len(tokens[i]) - 1].sum(0)
+                    sums[1][i] = len(tokens[i]) - 2
             pooled = (hidden * weights).sum(1) / np.clip(weights.sum(1), 1e-9, None)
             pooled /= np.clip(np.linalg.norm(pooled, axis=1, keepdims=True), 1e-12, None)
             out[idx] = pooled

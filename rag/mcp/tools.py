@@ -117,14 +117,19 @@ class RagTools:
     def indexes(self) -> list[IndexInfo]:
         """The indexes in this data directory (or Chroma server) with their paper counts."""
         client = self.base().retriever.store.client
-        suffix = f"-{fingerprint(self.settings)}"
-        out = []
+        kinds = [self.settings.chunk_vectors]
+        if "chunk_vectors" not in self.settings.model_fields_set:  # an index keeps its own (rag.store)
+            kinds += [k for k in ("model", "sentences") if k not in kinds]
+        suffixes = [f"-{fingerprint(self.settings.model_copy(update={'chunk_vectors': k}))}" for k in kinds]
+        out: dict[str, IndexInfo] = {}
         for c in client.list_collections():
             name = getattr(c, "name", str(c))
-            if name.endswith(suffix):
-                papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
-                out.append(IndexInfo(index=name.removesuffix(suffix), papers=papers.count()))
-        return sorted(out, key=lambda i: i.index)
+            for suffix in suffixes:
+                index = name.removesuffix(suffix)
+                if index != name and index not in out:
+                    papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
+                    out[index] = IndexInfo(index=index, papers=papers.count())
+        return sorted(out.values(), key=lambda i: i.index)
 
     def pipeline(self, index: str | None = None) -> Pipeline:
         if not index or index == self.settings.index:

@@ -23,8 +23,7 @@ import numpy as np
 
 from rag.config import Settings
 from rag.corpus.paper import Paper, category_keys, sha, venue_words
-from rag.embed import MODEL_NAME
-from rag.embed.pooling import TITLE_WEIGHT
+from rag.embed import MODEL_NAME, pooling
 
 FORMAT = 4
 CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
@@ -32,11 +31,11 @@ CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own 
 
 def vector_recipe(settings: Settings) -> str:
     """How the index's vectors are made, where that makes other vectors: pooled chunk vectors
-    (RAG_CHUNK_VECTORS=sentences, at rag.embed.pooling's title weight); "" for the model
+    (RAG_CHUNK_VECTORS=sentences, as rag/embed/pooling.json makes them); "" for the model
     reading each chunk. The model's precision is not part of it: int8 vectors keep cosine 0.998
     or more to fp32 ones (rag.embed.build.int8_model), so an index built with either reads
     and grows with either."""
-    return f"sentences/title-x{TITLE_WEIGHT:g}" if settings.chunk_vectors == "sentences" else ""
+    return f"sentences/{pooling.recipe()}" if settings.chunk_vectors == "sentences" else ""
 
 
 def fingerprint(settings: Settings) -> str:
