@@ -133,9 +133,17 @@ def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> No
     made = run_rag("ingest", "--index", "other", str(tmp_path / "other.jsonl"), cwd=ROOT,
                    env={"RAG_HOME": str(home)})
     assert made.returncode == 0, made.stderr
+    # an index of pooled chunk vectors is listed too, and read as it was built
+    (tmp_path / "pooled.jsonl").write_text(paper("pooled-one", "Marmotmesh", "mesh sharding"))
+    made = run_rag("ingest", "--index", "pooled", str(tmp_path / "pooled.jsonl"), cwd=ROOT,
+                   env={"RAG_HOME": str(home), "RAG_CHUNK_VECTORS": "sentences"})
+    assert made.returncode == 0, made.stderr
     with connect(stdio_params(home)) as mcp:
         assert json.loads(mcp.read("rag://indexes"))["indexes"] == [
-            {"index": "default", "papers": 60}, {"index": "other", "papers": 1}]
+            {"index": "default", "papers": 60}, {"index": "other", "papers": 1},
+            {"index": "pooled", "papers": 1}]
+        hits = mcp.ok("search_papers", query="mesh sharding", index="pooled")
+        assert [h["paper_id"] for h in hits["results"]] == ["pooled-one"]
         hits = mcp.ok("search_papers", query="NVLink topology search", index="other")
         assert [h["paper_id"] for h in hits["results"]] == ["other-one"]
         assert mcp.ok("list_papers", index="other")["total"] == 1
