@@ -54,24 +54,6 @@ def collection_name(settings: Settings) -> str:
     return f"{settings.index}-{fingerprint(settings)}"
 
 
-def _own_vectors(settings: Settings, client: Any) -> Settings:
-    """An index keeps the chunk vectors it was built with. With RAG_CHUNK_VECTORS unset, an
-    index that has no collection of the default kind (`model`) but one of the other (pooled,
-    `sentences`) is read and grown as it was built, instead of looking empty or refusing.
-    Set explicitly, the setting decides, as before."""
-    if "chunk_vectors" in settings.model_fields_set:
-        return settings
-    names = {getattr(c, "name", str(c)) for c in client.list_collections()}
-    if collection_name(settings) in names:
-        return settings
-    for kind in ("model", "sentences"):
-        other = settings.model_copy(update={"chunk_vectors": kind})
-        if kind != settings.chunk_vectors and collection_name(other) in names:
-            log.debug("index %s: chunk vectors made by %s, as it was built", settings.index, kind)
-            return other
-    return settings
-
-
 def rebuild_command(settings: Settings) -> str:
     index = "" if settings.index == "default" else f" --index {shlex.quote(settings.index)}"
     return f"rm -rf {shlex.quote(str(settings.index_dir))} && rag ingest{index} PATH..."
@@ -182,7 +164,8 @@ class Store:
         ingest lock); without it such an index is an error that says how to upgrade."""
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
         self.client = _Guarded(_client(settings), settings)
-        self.settings = settings = _own_vectors(settings, self.client)
+        names = [getattr(c, "name", str(c)) for c in self.client.list_collections()]
+        self.settings = settings = store_format.own_vectors(settings, names)
         self.name = collection_name(settings)
         self._version: tuple[int, float] | None = None
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`

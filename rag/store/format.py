@@ -38,6 +38,23 @@ def vector_recipe(settings: Settings) -> str:
     return f"sentences/{pooling.recipe()}" if settings.chunk_vectors == "sentences" else ""
 
 
+def own_vectors(settings: Settings, collections: list[str]) -> Settings:
+    """An index keeps the chunk vectors it was built with. With RAG_CHUNK_VECTORS unset, an
+    index that has no collection (of these names) of the default kind (`model`) but one of the
+    other (pooled, `sentences`) is read and grown as it was built, instead of looking empty or
+    refusing. Set explicitly, the setting decides."""
+    if "chunk_vectors" in settings.model_fields_set:
+        return settings
+    names = set(collections)
+    if f"{settings.index}-{fingerprint(settings)}" in names:
+        return settings
+    for kind in ("model", "sentences"):
+        other = settings.model_copy(update={"chunk_vectors": kind})
+        if kind != settings.chunk_vectors and f"{settings.index}-{fingerprint(other)}" in names:
+            return other
+    return settings
+
+
 def fingerprint(settings: Settings) -> str:
     recipe = vector_recipe(settings)
     vectors = f"|{recipe}" if recipe else ""  # indexes of the model's chunk vectors keep their names
