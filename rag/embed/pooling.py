@@ -29,10 +29,13 @@ def _fitted() -> dict[str, Any]:
     return json.loads(PARAMS.read_text(encoding="utf-8"))  # type: ignore[no-any-return]
 
 
+@lru_cache(maxsize=1)
 def params() -> tuple[float, np.ndarray]:
     """The fitted title weight and correction vector (pooling.json, written by
-    scripts/fit_pooling.py --write)."""
-    return float(_fitted()["title_weight"]), np.asarray(_fitted()["bias"], dtype=np.float32)
+    scripts/fit_pooling.py --write), read once (ingest asks per paper)."""
+    bias = np.asarray(_fitted()["bias"], dtype=np.float32)
+    bias.flags.writeable = False
+    return float(_fitted()["title_weight"]), bias
 
 
 def recipe() -> str:

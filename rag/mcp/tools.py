@@ -45,6 +45,7 @@ from rag.retrieve import Retriever
 from rag.retrieve.metadata import index_for
 from rag.schema import MAX_QUESTION, AskOptions
 from rag.store.collection import fingerprint
+from rag.store.format import vector_kinds
 
 PAGE = 50  # papers on a list page at most (fewer when the budget says so)
 _ID_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|https?://arxiv\.org/abs/|arxiv:|doi:)",
@@ -117,10 +118,7 @@ class RagTools:
     def indexes(self) -> list[IndexInfo]:
         """The indexes in this data directory (or Chroma server) with their paper counts."""
         client = self.base().retriever.store.client
-        kinds = [self.settings.chunk_vectors]
-        if "chunk_vectors" not in self.settings.model_fields_set:  # an index keeps its own (rag.store)
-            kinds += [k for k in ("model", "sentences") if k not in kinds]
-        suffixes = [f"-{fingerprint(self.settings.model_copy(update={'chunk_vectors': k}))}" for k in kinds]
+        suffixes = [f"-{fingerprint(kind)}" for kind in vector_kinds(self.settings)]
         out: dict[str, IndexInfo] = {}
         for c in client.list_collections():
             name = getattr(c, "name", str(c))

@@ -164,8 +164,8 @@ class Store:
         ingest lock); without it such an index is an error that says how to upgrade."""
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
         self.client = _Guarded(_client(settings), settings)
-        names = [getattr(c, "name", str(c)) for c in self.client.list_collections()]
-        self.settings = settings = store_format.own_vectors(settings, names)
+        self.settings = settings = store_format.own_vectors(
+            settings, lambda: [getattr(c, "name", str(c)) for c in self.client.list_collections()])
         self.name = collection_name(settings)
         self._version: tuple[int, float] | None = None
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`

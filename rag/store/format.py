@@ -16,6 +16,7 @@ from __future__ import annotations
 
 import base64
 import json
+from collections.abc import Callable
 from pathlib import Path
 from typing import Any
 
@@ -38,21 +39,25 @@ def vector_recipe(settings: Settings) -> str:
     return f"sentences/{pooling.recipe()}" if settings.chunk_vectors == "sentences" else ""
 
 
-def own_vectors(settings: Settings, collections: list[str]) -> Settings:
-    """An index keeps the chunk vectors it was built with. With RAG_CHUNK_VECTORS unset, an
-    index that has no collection (of these names) of the default kind (`model`) but one of the
-    other (pooled, `sentences`) is read and grown as it was built, instead of looking empty or
-    refusing. Set explicitly, the setting decides."""
+def vector_kinds(settings: Settings) -> list[Settings]:
+    """The settings an index of this name may have been built with: these first, and, with
+    RAG_CHUNK_VECTORS unset, those with the other kind of chunk vectors (an index keeps the
+    kind it was built with; set explicitly, the setting decides)."""
     if "chunk_vectors" in settings.model_fields_set:
+        return [settings]
+    return [settings, *(settings.model_copy(update={"chunk_vectors": kind})
+                        for kind in ("model", "sentences") if kind != settings.chunk_vectors)]
+
+
+def own_vectors(settings: Settings, collections: Callable[[], list[str]]) -> Settings:
+    """The settings of the index's own chunk vectors (`vector_kinds`): the first kind of which
+    a collection exists among `collections()` (asked only when the kind is not set), else
+    these, whose collection an ingest creates."""
+    kinds = vector_kinds(settings)
+    if len(kinds) == 1:
         return settings
-    names = set(collections)
-    if f"{settings.index}-{fingerprint(settings)}" in names:
-        return settings
-    for kind in ("model", "sentences"):
-        other = settings.model_copy(update={"chunk_vectors": kind})
-        if kind != settings.chunk_vectors and f"{settings.index}-{fingerprint(other)}" in names:
-            return other
-    return settings
+    names = set(collections())
+    return next((k for k in kinds if f"{k.index}-{fingerprint(k)}" in names), settings)
 
 
 def fingerprint(settings: Settings) -> str:
