@@ -79,3 +79,39 @@ def test_an_index_keeps_the_chunk_vectors_it_was_built_with(tmp_path: Path) -> N
     assert fp32.returncode == 0, fp32.stderr
     int8 = run_rag("search", "long sequences", "--index", "full", cwd=tmp_path, env=_env(home))
     assert int8.returncode == 0 and "Long-SFT" in int8.stdout, int8.stderr
+
+
+def test_fast_ingest_builds_a_pooled_index_and_never_a_second_one_beside_another(tmp_path: Path) -> None:
+    """`rag ingest --fast` builds an index of pooled chunk vectors, read afterwards as it was
+    built. Asked of an index the model's chunk vectors built, it is refused before anything is
+    written: a second collection under the same name would hold papers no read sees."""
+    home = tmp_path / ".rag"
+    seed, other_seed = str(SEEDS / "000_1d593446947ebb0f.txt"), str(SEEDS / "001_081bc128d00d0de2.txt")
+    built = run_rag("ingest", "-q", "--fast", seed, "--index", "lib", cwd=tmp_path, env=_env(home))
+    assert built.returncode == 0, built.stderr
+    found = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path, env=_env(home))
+    assert found.returncode == 0 and "Long-SFT" in found.stdout, found.stderr
+    as_model = run_rag("search", "long sequences", "--index", "lib", cwd=tmp_path,
+                       env=_env(home, RAG_CHUNK_VECTORS="model"))
+    assert as_model.returncode == 3 and "built with other chunk settings" in as_model.stderr
+
+    made = run_rag("ingest", "-q", other_seed, "--index", "full", cwd=tmp_path, env=_env(home))
+    assert made.returncode == 0, made.stderr
+    papers = run_rag("papers", "--index", "full", cwd=tmp_path, env=_env(home)).stdout
+    on_disk = sorted(p.name for p in (home / "chroma").iterdir())
+    refused = run_rag("ingest", "-q", "--fast", seed, "--index", "full", cwd=tmp_path, env=_env(home))
+    assert refused.returncode == 2, refused.stderr
+    assert "the index 'full' was built with the model reading each chunk" in refused.stderr
+    assert "--index NEW" in refused.stderr and refused.stdout == ""
+    assert sorted(p.name for p in (home / "chroma").iterdir()) == on_disk
+    assert run_rag("papers", "--index", "full", cwd=tmp_path, env=_env(home)).stdout == papers
+    listed = run_rag("papers", "--index", "lib", cwd=tmp_path, env=_env(home))
+    before = listed.stdout.splitlines()
+    assert before, listed.stderr
+    grown = run_rag("ingest", "-q", "--fast", other_seed, "--index", "lib", cwd=tmp_path, env=_env(home))
+    assert grown.returncode == 0, grown.stderr  # an index of its own kind grows
+    after = run_rag("papers", "--index", "lib", cwd=tmp_path, env=_env(home)).stdout.splitlines()
+    assert len(after) > len(before) > 0
+
+    watched = run_rag("ingest", "--fast", "--watch", seed, cwd=tmp_path, env=_env(home))
+    assert watched.returncode == 2 and "--fast builds an index" in watched.stderr

@@ -59,19 +59,26 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
 @click.option("--category", "categories", multiple=True, metavar="CAT",
               help="Only papers in this arXiv category (cs.DC; cs for all cs.*); repeatable.")
 @click.option("--since", metavar="DATE", help="Only papers first published from DATE on (2023, 2023-06).")
+@click.option("--fast", is_flag=True,
+              help="Build the index about twice as fast, its chunk vectors pooled from the "
+                   "sentence pass (RAG_CHUNK_VECTORS=sentences): SciFact nDCG@10 0.723 against "
+                   "0.727, a little worse at declining what the abstracts do not answer. The "
+                   "index keeps the kind it was built with.")
 @click.option("--watch", is_flag=True,
               help="Then follow PATHS: new and changed files are ingested, deleted files' papers removed.")
 def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, replace: bool,
            collection: str | None, quiet: bool, categories: tuple[str, ...], since: str | None,
-           watch: bool) -> None:
+           fast: bool, watch: bool) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
     if watch:
+        if fast:
+            raise click.UsageError("--fast builds an index; --watch follows one as it was built")
         watch_ingest(paths, index)
         return
     from rag.corpus import Restrict
     from rag.ingest import ingest as run
 
-    settings = _settings(index)
+    settings = _settings(index, chunk_vectors="sentences" if fast else None)
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
                  replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since),
                  collection=collection)

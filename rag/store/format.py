@@ -25,6 +25,7 @@ import numpy as np
 from rag.config import Settings
 from rag.corpus.paper import Paper, category_keys, sha, venue_words
 from rag.embed import MODEL_NAME, pooling
+from rag.errors import InputError
 
 FORMAT = 4
 CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
@@ -49,14 +50,33 @@ def vector_kinds(settings: Settings) -> list[Settings]:
                         for kind in ("model", "sentences") if kind != settings.chunk_vectors)]
 
 
-def own_vectors(settings: Settings, collections: Callable[[], list[str]]) -> Settings:
+def own_vectors(settings: Settings, collections: Callable[[], list[str]],
+                growing: bool = False) -> Settings:
     """The settings of the index's own chunk vectors (`vector_kinds`): the first kind of which
-    a collection exists among `collections()` (asked only when the kind is not set), else
-    these, whose collection an ingest creates."""
+    a collection with papers is among `collections()` (asked only when the kind is not set, or
+    to grow the index), else these, whose collection an ingest creates. (A read with the other
+    kind set leaves an empty collection of that kind: it must not hide the index's own.) Growing an index with the kind
+    set (RAG_CHUNK_VECTORS, `rag ingest --fast`) while the index holds the other kind only is
+    an InputError: it would start a second collection of the same name, which reads would not
+    see."""
     kinds = vector_kinds(settings)
-    if len(kinds) == 1:
+    if len(kinds) == 1 and not growing:
         return settings
     names = set(collections())
+    if len(kinds) == 1:
+        if f"{settings.index}-{fingerprint(settings)}" not in names:
+            for kind in ("model", "sentences"):
+                other = settings.model_copy(update={"chunk_vectors": kind})
+                if kind != settings.chunk_vectors and f"{other.index}-{fingerprint(other)}" in names:
+                    built = ("the model reading each chunk" if kind == "model"
+                             else "chunk vectors pooled from sentences (--fast)")
+                    asked = "sentences (--fast)" if kind == "model" else "model"
+                    raise InputError(
+                        f"the index '{settings.index}' was built with {built}; "
+                        f"RAG_CHUNK_VECTORS={asked} would start a second collection beside it",
+                        "grow it as it was built (without --fast, RAG_CHUNK_VECTORS unset), or "
+                        "ingest into a new index: --index NEW")
+        return settings
     return next((k for k in kinds if f"{k.index}-{fingerprint(k)}" in names), settings)
 
 
