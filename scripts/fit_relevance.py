@@ -3,7 +3,7 @@
     nice -n 10 .venv/bin/python scripts/fit_relevance.py [--home /tmp/rag-relevance]
         [--scifact-home DIR] [--write] [--decline-only] [--transfer]
         [--drop-features A,B] [--without-own CORPORA] [--index-effects answer]
-        [--metadata-grid]
+        [--resample N] [--metadata-grid]
 
 Builds what it needs under a scratch RAG_HOME (seeds/ as index `default`, 500 PubMedQA
 abstracts as `pubmedqa`, SciFact's 5,183 as `scifact`, ~9 min once; reused), asks every
@@ -39,6 +39,7 @@ from __future__ import annotations
 
 import argparse
 import json
+import random
 import sys
 import time
 from collections import defaultdict
@@ -362,6 +363,31 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
 FIELDS = {"default": "seeds", "pubmedqa": "pubmedqa", "scifact": "scifact"}
 
 
+def resampled(rels: dict[str, Any], items: list[dict[str, Any]], sents: list[dict[str, Any]],
+              dropped: frozenset[str], runs: int, share: float = 0.8
+              ) -> dict[tuple[str, str], list[float]]:
+    """Each held-out decision figure of `runs` refits, each on a random `share` of every
+    corpus's fit questions (seeded 0, 1, ...; without replacement, so that no question sits in
+    two cross-validation folds): how much a figure moves with the fit questions it was fitted
+    on alone, the noise a change of features or vectors is judged against."""
+    fit = [it for it in items if it["split"] == "fit"]
+    out: dict[tuple[str, str], list[float]] = defaultdict(list)
+    for seed in range(runs):
+        rng = random.Random(seed)
+        keep: set[str] = set()
+        for corpus in sorted({it["corpus"] for it in fit}):
+            keys = sorted({it["id"] + it["corpus"] for it in fit if it["corpus"] == corpus})
+            keep.update(rng.sample(keys, round(share * len(keys))))
+        models = fit_models(rels, items, [it for it in fit if it["id"] + it["corpus"] in keep],
+                            [s for s in sents if s["split"] == "fit" and s["id"] + s["corpus"] in keep],
+                            dropped)
+        for key, figs in decision_figures(items, sents, models).items():
+            if key.endswith(" heldout"):
+                for name, (value, _) in figs.items():
+                    out[(key, name)].append(value)
+    return out
+
+
 def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: list[dict[str, Any]],
                    figures: dict[str, dict[str, Any]], dropped: frozenset[str] = frozenset()
                    ) -> list[tuple[str, str, float, float, float, int]]:
@@ -619,6 +645,9 @@ def main() -> None:
     ap.add_argument("--curve", action="store_true",
                     help="also print, per answer bound, each corpus's held-out false abstention "
                          "and the abstention on unanswerable questions (the trade the bound picks)")
+    ap.add_argument("--resample", type=int, default=0, metavar="N",
+                    help="also refit N times, each on a random 80%% of the fit questions, and "
+                         "print each held-out figure's mean, SD and range (the refit noise)")
     ap.add_argument("--metadata-grid", action="store_true",
                     help="only print `rag search` top-5 on metadata questions per metadata weight")
     args = ap.parse_args()
@@ -703,6 +732,14 @@ def main() -> None:
         for c, fig, f, h, left, n in transfer_table(rels, items, sents, figures, dropped):
             worse = left > h + 0.10 if fig in ("false abstention", "declined before a model") else left < h - 0.10
             print(f"{c:<10}{fig:<26}{f:>7.3f}{h:>7.3f}{left:>7.3f}{n:>6}{' *' if worse else ''}")
+    if args.resample:
+        print(f"\nrefit noise: held-out figures of {args.resample} refits, each on 80% of the fit "
+              "questions")
+        print(f"{'corpus split':<18}{'figure':<26}{'all':>7}{'mean':>7}{'sd':>7}{'min':>7}{'max':>7}")
+        for (key, name), values in resampled(rels, items, sents, dropped, args.resample).items():
+            v = np.array(values)
+            print(f"{key:<18}{name:<26}{figures[key][name][0]:>7.3f}{v.mean():>7.3f}"
+                  f"{v.std(ddof=1) if len(v) > 1 else 0.0:>7.3f}{v.min():>7.3f}{v.max():>7.3f}")
     print(f"{time.perf_counter() - started:.0f} s", file=sys.stderr)
 
 
