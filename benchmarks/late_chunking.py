@@ -2,6 +2,10 @@
 sentence vectors (each sentence read alone). Prints a table; not a test.
 
     .venv/bin/python benchmarks/late_chunking.py [--docs N] [--precision int8|fp32]
+    .venv/bin/python benchmarks/late_chunking.py --build HOME [--contrast W]
+
+(--build: the indexes scripts/fit_relevance.py reads, with late-chunked sentence vectors, for
+a refit and `rag eval` on them; evals/README.md, "Other ways to reach 2×".)
 
 Ingest reads every abstract twice: once as chunks ("Title. sentences ..." up to the chunk
 size) and once sentence by sentence, for the judge and the relevance models. Late chunking
@@ -37,6 +41,7 @@ import json
 import random
 import sys
 import time
+from pathlib import Path
 
 import numpy as np
 from _bench import ROOT, SCIFACT
@@ -80,13 +85,18 @@ def pack(title: str, sentences: list[str], tok, size: int) -> list[tuple[str, li
 
 
 def late_vectors(embedder, chunks: list[tuple[str, list[tuple[int, int, int]]]], n_sent: int,
-                 batch: int = 32) -> tuple[np.ndarray, np.ndarray]:
+                 batch: int = 32, done: np.ndarray | None = None,
+                 whole_out: np.ndarray | None = None, truncated_mean: bool = True
+                 ) -> tuple[np.ndarray, np.ndarray]:
     """Each sentence's vector from the token states of the first chunk holding it, and the
-    unit mean of that chunk's token states (its context)."""
+    unit mean of that chunk's token states (its context). A sentence no chunk holds keeps a
+    zero row (`done` says which have one), as does one truncated away unless `truncated_mean`
+    gives it the chunk's mean; `whole_out` gets each chunk's own vector (the mean of
+    all its states, as rag.embed.onnx.Embedder pools it) when given."""
     encs = embedder.tokenizer.encode_batch([t for t, _ in chunks])
     out = np.zeros((n_sent, 384), np.float32)
     context = np.zeros((n_sent, 384), np.float32)
-    done = np.zeros(n_sent, bool)
+    done = np.zeros(n_sent, bool) if done is None else done
     order = sorted(range(len(chunks)), key=lambda i: len(encs[i].ids))
     for start in range(0, len(order), batch):
         idx = order[start : start + batch]
@@ -103,17 +113,83 @@ def late_vectors(embedder, chunks: list[tuple[str, list[tuple[int, int, int]]]],
             special = np.array(encs[i].special_tokens_mask, bool)
             whole = hidden[r, : len(encs[i].ids)][~special].mean(0)
             whole /= max(np.linalg.norm(whole), 1e-12)
+            if whole_out is not None:
+                own = hidden[r, : len(encs[i].ids)].mean(0)
+                whole_out[i] = own / max(np.linalg.norm(own), 1e-12)
             for s, a, b in chunks[i][1]:
                 if done[s]:
                     continue
                 sel = (~special) & (offsets[:, 0] >= a) & (offsets[:, 1] <= b) & (offsets[:, 1] > offsets[:, 0])
-                if not sel.any():  # truncated away: the chunk's mean
+                if not sel.any():  # truncated away: the chunk's mean, or read alone later
+                    if not truncated_mean:
+                        continue
                     sel = ~special
                 v = hidden[r, : len(encs[i].ids)][sel].mean(0)
                 out[s] = v / max(np.linalg.norm(v), 1e-12)
                 context[s] = whole
                 done[s] = True
     return out, context
+
+
+def build(home: Path, contrast: float) -> None:
+    """The three indexes scripts/fit_relevance.py reads (seeds/ as `default`, PubMedQA,
+    SciFact), built under `home` by rag's own ingest with its sentence vectors made by late
+    chunking: the model reads each chunk ("Title. chunk", as rag embeds it) once, which gives
+    the chunk's vector as always, and each sentence's vector is the mean of its tokens' states
+    in the first chunk that holds it (less `contrast` times the chunk's mean state); a sentence
+    no chunk holds verbatim is read alone. Only this process's ingest is changed."""
+    import rag.ingest as ingest_module
+    from rag.config import Settings
+
+    sys.path.insert(0, str(ROOT / "scripts"))
+    from fit_relevance import CORPORA
+
+    original = ingest_module._embed_group
+
+    def late_group(group, sentences, weights, embedder, batch, bar):
+        if any(weights[p.paper_id] is not None for p, _ in group):  # pooled chunk vectors
+            return original(group, sentences, weights, embedder, batch, bar)
+        chunks, first = [], []
+        n = 0
+        for paper, cs in group:
+            first.append(n)
+            sents = sentences[paper.paper_id]
+            for c in cs:
+                text = ingest_module.embed_text(paper, c)
+                at, spans = len(text) - len(c.text), []
+                for k, sent in enumerate(sents):
+                    where = text.find(sent, at)
+                    if where >= 0:
+                        spans.append((n + k, where, where + len(sent)))
+                chunks.append((text, spans))
+            n += len(sents)
+        done = np.zeros(n, bool)
+        whole = np.zeros((len(chunks), 384), np.float32)
+        late, context = late_vectors(embedder, chunks, n, batch, done, whole, truncated_mean=False)
+        if contrast:
+            late = late - contrast * context
+            late /= np.clip(np.linalg.norm(late, axis=1, keepdims=True), 1e-12, None)
+        alone = [i for i in range(n) if not done[i]]
+        flat = [s for p, _ in group for s in sentences[p.paper_id]]
+        if alone:
+            late[alone] = embedder.embed([flat[i] for i in alone], batch)
+        if bar:
+            bar(len(chunks) + n)
+        rows, sent_rows, at = [], [], 0
+        for (paper, cs), f in zip(group, first, strict=True):
+            rows.append((paper, cs, whole[at : at + len(cs)]))
+            at += len(cs)
+            sents = sentences[paper.paper_id]
+            sent_rows.append((paper.paper_id, sents, late[f : f + len(sents)]))
+        return rows, sent_rows
+
+    ingest_module._embed_group = late_group
+    for index in ("default", "pubmedqa", "scifact"):
+        settings = Settings(home=home, index=index, seeds=ROOT / "seeds", llm="none")
+        started = time.perf_counter()
+        report = ingest_module.ingest([CORPORA[index]], settings, show_progress=False)
+        print(f"{index}: {report.papers} papers, {report.chunks} chunks, {report.sentences} "
+              f"sentences embedded in {time.perf_counter() - started:.1f} s", flush=True)
 
 
 def main() -> None:
@@ -124,7 +200,14 @@ def main() -> None:
     ap.add_argument("--seed", type=int, default=0)
     ap.add_argument("--contrast", type=float, nargs="*", default=[],
                     help="also: late vector minus this multiple of its chunk's mean state")
+    ap.add_argument("--build", type=Path, metavar="HOME",
+                    help="instead: build the indexes of scripts/fit_relevance.py under HOME with "
+                         "late-chunked sentence vectors (less --contrast's first weight times "
+                         "the chunk's mean state, if given)")
     args = ap.parse_args()
+    if args.build:
+        build(args.build, args.contrast[0] if args.contrast else 0.0)
+        return
 
     from rag.config import Settings
     from rag.embed.onnx import get_embedder
