@@ -138,6 +138,10 @@ def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> No
     made = run_rag("ingest", "--index", "pooled", str(tmp_path / "pooled.jsonl"), cwd=ROOT,
                    env={"RAG_HOME": str(home), "RAG_CHUNK_VECTORS": "sentences"})
     assert made.returncode == 0, made.stderr
+    # a read with the other kind set leaves an empty collection of that kind: it hides nothing
+    other = run_rag("search", "mesh sharding", "--index", "pooled", cwd=ROOT,
+                    env={"RAG_HOME": str(home), "RAG_CHUNK_VECTORS": "model"})
+    assert other.returncode == 3 and "built with other chunk settings" in other.stderr
     with connect(stdio_params(home)) as mcp:
         assert json.loads(mcp.read("rag://indexes"))["indexes"] == [
             {"index": "default", "papers": 60}, {"index": "other", "papers": 1},

@@ -124,9 +124,10 @@ class RagTools:
             name = getattr(c, "name", str(c))
             for suffix in suffixes:
                 index = name.removesuffix(suffix)
-                if index != name and index not in out:
+                if index != name:  # of two kinds, the one with papers (as rag.store reads it)
                     papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
-                    out[index] = IndexInfo(index=index, papers=papers.count())
+                    count = max(papers.count(), out[index].papers if index in out else 0)
+                    out[index] = IndexInfo(index=index, papers=count)
         return sorted(out.values(), key=lambda i: i.index)
 
     def pipeline(self, index: str | None = None) -> Pipeline:
