@@ -1,9 +1,9 @@
 """The Chroma collection: the one module that talks to Chroma.
 
-A collection is named after the index and a fingerprint of the embedding model and chunk
-settings, so changing either builds a new collection instead of mixing vectors. Each chunk
-carries its paper's metadata (and the whole record as JSON) so that a paper can be listed,
-shown, filtered and re-checked for changes from the store alone, embedded or server.
+A collection is named after the index and a fingerprint of the model and chunk settings, so
+changing either builds a new collection instead of mixing vectors. Each chunk carries its
+paper's metadata (and the record as JSON): a paper is listed, shown, filtered and re-checked
+for changes from the store alone, embedded or server.
 """
 
 from __future__ import annotations
@@ -166,16 +166,16 @@ class Store:
         self.client = _Guarded(_client(settings), settings)
         self.settings = settings = store_format.own_vectors(settings, lambda: [  # with papers
             n for c in self.client.list_collections()
-            if (n := getattr(c, "name", str(c))).startswith(f"{settings.index}-")
-            and self.client.get_collection(n, embedding_function=None).count()], growing=upgrade)
+            if (n := getattr(c, "name", str(c))).startswith(f"{settings.index}-") and _Guarded(
+                self.client.get_collection(n, embedding_function=None), settings).count()],
+            growing=upgrade)
         self.name = collection_name(settings)
         self._version: tuple[int, float] | None = None
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`
         try:
-            # Abstract sentences with their vectors, embedded at ingest: the judge and the
-            # offline answerer compare against them, and must not embed them per question.
-            # Read by paper id only, never searched by vector: one record per paper (see
-            # rag.store.format), in the smallest HNSW graph Chroma allows (it builds one).
+            # Abstract sentences with their vectors, embedded at ingest for the judge and the
+            # offline answerer (never per question); read by paper id, never searched: one
+            # record per paper (rag.store.format), in the smallest HNSW graph Chroma allows.
             self.sentences_collection = self.client.get_or_create_collection(
                 name=f"{self.name}-paper-sentences", embedding_function=None,
                 configuration={"hnsw": {"space": "cosine", "ef_construction": 8,
