@@ -54,30 +54,32 @@ def own_vectors(settings: Settings, collections: Callable[[], list[str]],
                 growing: bool = False) -> Settings:
     """The settings of the index's own chunk vectors (`vector_kinds`): the first kind of which
     a collection with papers is among `collections()` (asked only when the kind is not set, or
-    to grow the index), else these, whose collection an ingest creates. (A read with the other
-    kind set leaves an empty collection of that kind: it must not hide the index's own.) Growing an index with the kind
-    set (RAG_CHUNK_VECTORS, `rag ingest --fast`) while the index holds the other kind only is
-    an InputError: it would start a second collection of the same name, which reads would not
-    see."""
+    to grow the index), else these, whose collection an ingest creates. A read with the other
+    kind set leaves an empty collection of that kind; it must not hide the index's own.
+
+    Growing an index with the kind set (RAG_CHUNK_VECTORS, `rag ingest --fast`) while only the
+    other kind has papers is an InputError: it would start a second collection under the same
+    name, whose papers no read sees."""
     kinds = vector_kinds(settings)
     if len(kinds) == 1 and not growing:
         return settings
     names = set(collections())
-    if len(kinds) == 1:
-        if f"{settings.index}-{fingerprint(settings)}" not in names:
-            for kind in ("model", "sentences"):
-                other = settings.model_copy(update={"chunk_vectors": kind})
-                if kind != settings.chunk_vectors and f"{other.index}-{fingerprint(other)}" in names:
-                    built = ("the model reading each chunk" if kind == "model"
-                             else "chunk vectors pooled from sentences (--fast)")
-                    asked = "sentences (--fast)" if kind == "model" else "model"
-                    raise InputError(
-                        f"the index '{settings.index}' was built with {built}; "
-                        f"RAG_CHUNK_VECTORS={asked} would start a second collection beside it",
-                        "grow it as it was built (without --fast, RAG_CHUNK_VECTORS unset), or "
-                        "ingest into a new index: --index NEW")
+    if len(kinds) > 1:
+        return next((k for k in kinds if f"{k.index}-{fingerprint(k)}" in names), settings)
+    if f"{settings.index}-{fingerprint(settings)}" in names:
         return settings
-    return next((k for k in kinds if f"{k.index}-{fingerprint(k)}" in names), settings)
+    for kind in ("model", "sentences"):
+        other = settings.model_copy(update={"chunk_vectors": kind})
+        if kind != settings.chunk_vectors and f"{other.index}-{fingerprint(other)}" in names:
+            built = ("the model reading each chunk" if kind == "model"
+                     else "chunk vectors pooled from sentences (--fast)")
+            asked = "sentences (--fast)" if kind == "model" else "model"
+            raise InputError(
+                f"the index '{settings.index}' was built with {built}; "
+                f"RAG_CHUNK_VECTORS={asked} would start a second collection beside it",
+                "grow it as it was built (without --fast, RAG_CHUNK_VECTORS unset), or "
+                "ingest into a new index: --index NEW")
+    return settings
 
 
 def fingerprint(settings: Settings) -> str:
