@@ -164,10 +164,9 @@ class Store:
         ingest lock); without it such an index is an error that says how to upgrade."""
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
         self.client = _Guarded(_client(settings), settings)
-        self.settings = settings = store_format.own_vectors(settings, lambda: [  # with papers
-            n for c in self.client.list_collections()
-            if (n := getattr(c, "name", str(c))).startswith(f"{settings.index}-") and _Guarded(
-                self.client.get_collection(n, embedding_function=None), settings).count()],
+        self.settings = settings = store_format.own_vectors(
+            settings, lambda: [getattr(c, "name", str(c)) for c in self.client.list_collections()],
+            lambda n: _Guarded(self.client.get_collection(n, embedding_function=None), settings).count(),
             growing=upgrade)
         self.name = collection_name(settings)
         self._version: tuple[int, float] | None = None

@@ -46,16 +46,21 @@ def vector_kinds(settings: Settings) -> list[Settings]:
     kind it was built with; set explicitly, the setting decides)."""
     if "chunk_vectors" in settings.model_fields_set:
         return [settings]
-    return [settings, *(settings.model_copy(update={"chunk_vectors": kind})
-                        for kind in ("model", "sentences") if kind != settings.chunk_vectors)]
+    return [settings, *_other_kinds(settings)]
+
+
+def _other_kinds(settings: Settings) -> list[Settings]:
+    return [settings.model_copy(update={"chunk_vectors": kind})
+            for kind in ("model", "sentences") if kind != settings.chunk_vectors]
 
 
 def own_vectors(settings: Settings, collections: Callable[[], list[str]],
-                growing: bool = False) -> Settings:
-    """The settings of the index's own chunk vectors (`vector_kinds`): the first kind of which
-    a collection with papers is among `collections()` (asked only when the kind is not set, or
-    to grow the index), else these, whose collection an ingest creates. A read with the other
-    kind set leaves an empty collection of that kind; it must not hide the index's own.
+                papers: Callable[[str], int], growing: bool = False) -> Settings:
+    """The settings of the index's own chunk vectors (`vector_kinds`): the first kind whose
+    collection is among `collections()` and holds papers (`papers(name)`; both asked only
+    when the kind is not set, or to grow the index), else these, whose collection an ingest
+    creates. A read with the other kind set leaves an empty collection of that kind; it must
+    not hide the index's own.
 
     Growing an index with the kind set (RAG_CHUNK_VECTORS, `rag ingest --fast`) while only the
     other kind has papers is an InputError: it would start a second collection under the same
@@ -64,19 +69,24 @@ def own_vectors(settings: Settings, collections: Callable[[], list[str]],
     if len(kinds) == 1 and not growing:
         return settings
     names = set(collections())
+
+    def filled(kind: Settings) -> bool:
+        name = f"{kind.index}-{fingerprint(kind)}"
+        return name in names and papers(name) > 0
+
     if len(kinds) > 1:
-        return next((k for k in kinds if f"{k.index}-{fingerprint(k)}" in names), settings)
-    if f"{settings.index}-{fingerprint(settings)}" in names:
+        return next((k for k in kinds if filled(k)), settings)
+    if filled(settings):
         return settings
-    for kind in ("model", "sentences"):
-        other = settings.model_copy(update={"chunk_vectors": kind})
-        if kind != settings.chunk_vectors and f"{other.index}-{fingerprint(other)}" in names:
-            built = ("the model reading each chunk" if kind == "model"
+    for other in _other_kinds(settings):
+        if filled(other):
+            fast = " (--fast)" if settings.chunk_vectors == "sentences" else ""
+            built = ("the model reading each chunk" if other.chunk_vectors == "model"
                      else "chunk vectors pooled from sentences (--fast)")
-            asked = "sentences (--fast)" if kind == "model" else "model"
             raise InputError(
                 f"the index '{settings.index}' was built with {built}; "
-                f"RAG_CHUNK_VECTORS={asked} would start a second collection beside it",
+                f"RAG_CHUNK_VECTORS={settings.chunk_vectors}{fast} would start a second "
+                "collection beside it",
                 "grow it as it was built (without --fast, RAG_CHUNK_VECTORS unset), or "
                 "ingest into a new index: --index NEW")
     return settings
