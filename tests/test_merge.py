@@ -86,6 +86,70 @@ def test_title_rule(title: str, author: str, year: int, one: bool) -> None:
     assert (len(merger.papers) == 1) is one
 
 
+SAME_TITLE = [  # two papers titled "Deep learning": the review in Nature, one in Radiology
+    ("lecun2015", "LeCun, Yann and Bengio, Yoshua", "Nature", 2015, "10.1038/nature14539",
+     "Deep learning allows computational models that are composed of multiple processing layers "
+     "to learn representations of data with multiple levels of abstraction."),
+    ("smith2019", "Smith, Alice and Okafor, Chidi", "Radiology", 2019, "10.1148/radiol.2019190001",
+     "This review summarises 120 studies of chest radiograph classification with convolutional "
+     "neural networks for radiologists."),
+]
+
+
+def _same_title_bib(path: Path, *which: int) -> Path:
+    path.write_text("".join(f"""@article{{{key},
+  author = {{{authors}}}, title = {{Deep Learning}}, journal = {{{venue}}},
+  year = {{{year}}}, doi = {{{doi}}}, abstract = {{{abstract}}}
+}}
+""" for key, authors, venue, year, doi, abstract in (SAME_TITLE[i] for i in which)), encoding="utf-8")
+    return path
+
+
+def test_two_papers_with_one_title_stay_two(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    """A title (and the id made from it) is no identifier: papers whose DOIs, first authors
+    and years differ are two papers, each searchable, in one file or across ingests; the
+    paper indexed first keeps its id, the other gets one of its own, the same on re-ingest."""
+    both = ingest([_same_title_bib(tmp_path / "both.bib", 0, 1)], fresh_settings, show_progress=False)
+    assert (both.papers, both.merges) == (2, [])
+    store = Store(fresh_settings)
+    ids = sorted(p.paper_id for p in store.papers())
+    store.close()
+    assert ids[0] == "deep-learning-871183" and ids[1].startswith("deep-learning-871183-")
+    assert ingest([tmp_path / "both.bib"], fresh_settings, show_progress=False).unchanged == 2
+    found = Retriever(fresh_settings).search("chest radiograph classification studies", 1)
+    assert found[0].paper.doi == "10.1148/radiol.2019190001"
+    # the same two, from two files and two ingests
+    fresh_settings.index = "two"
+    ingest([_same_title_bib(tmp_path / "nature.bib", 0)], fresh_settings, show_progress=False)
+    later = ingest([_same_title_bib(tmp_path / "radiology.bib", 1)], fresh_settings, show_progress=False)
+    assert (later.new, later.merges) == (1, [])
+    store = Store(fresh_settings)
+    assert sorted(p.paper_id for p in store.papers()) == ids
+    store.close()
+    # one paper, its DOI corrected in its file: still one paper, with the same id
+    fix = _same_title_bib(tmp_path / "nature.bib", 0)
+    fix.write_text(fix.read_text().replace("nature14539", "nature14540"))
+    edited = ingest([fix], fresh_settings, show_progress=False)
+    assert (edited.changed, edited.removed) == (1, 0)
+    store = Store(fresh_settings)
+    assert {p.paper_id: p.doi for p in store.papers()}[ids[0]] == "10.1038/nature14540"
+    store.close()
+
+
+@pytest.mark.parametrize(("doi", "author", "one"), [
+    ("10.48550/arXiv.2311.10418", "Chenyu Jiang", True),  # the preprint's arXiv DOI
+    ("10.1145/9999999.9999999", "Chenyu Jiang", False),  # another publisher DOI
+    (None, "Chenyu Jiang", True),
+])
+def test_a_title_joins_records_only_when_their_identifiers_agree(doi: str | None, author: str, one: bool) -> None:
+    a = Paper("x", "First abstract.", title=TITLE, authors=["Chenyu Jiang"], year=2023, doi="10.1145/3627703.3629585")
+    b = Paper("y", "Second abstract.", title=TITLE, authors=[author], year=2024, doi=doi)
+    merger = Merger()
+    merger.add(a)
+    merger.add(b)
+    assert (len(merger.papers) == 1) is one
+
+
 def test_same_id_in_one_file_keeps_the_first_and_says_so(tmp_path: Path) -> None:
     path = tmp_path / "one.jsonl"
     path.write_text("".join(json.dumps({"id": "p1", "abstract": a}) + "\n"

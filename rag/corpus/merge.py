@@ -2,7 +2,9 @@
 
 Records are one paper when they share a DOI, an arXiv id (version stripped), a PMID, a paper
 id, the same abstract, or the same normalised title with the same first-author surname and
-years at most one apart. Which record's fields the paper keeps (its "base"):
+years at most one apart. A title, and an id made from one, join records only when their DOIs
+(a preprint's arXiv DOI aside), arXiv ids and PMIDs do not differ, nor first authors and
+years: two papers titled "Deep learning" stay two, the second with its own id. Which record's fields the paper keeps (its "base"):
 
 1. the record already in the index, unless the record comes from the file it was indexed
    from (the file was edited) or `replace` is set (`rag ingest --replace`);
@@ -20,7 +22,7 @@ import copy
 import unicodedata
 from dataclasses import dataclass
 
-from rag.corpus.paper import Paper, norm_text, sha, strip_doi_link
+from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_link
 
 PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
 
@@ -74,6 +76,53 @@ def keys(p: Paper) -> list[tuple[str, str]]:
     if p.title and p.authors and surname(p.authors[0]):
         out.append(("title", f"{norm_text(p.title)}|{surname(p.authors[0])}"))
     return out
+
+
+def _differ(a: Paper, b: Paper) -> bool:
+    """Two records say they are different papers: different DOIs (a preprint's arXiv DOI
+    against a publisher's is the same paper twice), arXiv ids or PMIDs."""
+    da, db = norm_doi(a.doi), norm_doi(b.doi)
+    if da and db and da != db and not (da.startswith("10.48550/") or db.startswith("10.48550/")):
+        return True
+    if a.arxiv_id and b.arxiv_id and a.arxiv_id != b.arxiv_id:
+        return True
+    pa, pb = a.ids.get("pmid"), b.ids.get("pmid")
+    return bool(pa and pb and pa != pb)
+
+
+def _same_authorship(a: Paper, b: Paper) -> bool:
+    """Nothing in the records sets them apart as papers: first-author surnames agree where
+    both have authors, years are at most one apart where both have one."""
+    sa, sb = (surname(p.authors[0]) if p.authors else "" for p in (a, b))
+    return (not sa or not sb or sa == sb) and _years_close(a, b)
+
+
+def _derived_id(p: Paper) -> bool:
+    """The paper id was made from the title or the abstract (make_paper_id), so another
+    paper with the same title has it too: it is no identifier of its own."""
+    return p.paper_id == make_paper_id(None, p.title, p.abstract)
+
+
+def _matches(what: str, found: Paper, p: Paper) -> bool:
+    """Whether a shared key of `what` kind makes `found` and `p` one paper. A title, or an
+    id made from one, is shared by different papers ("Deep learning", "Editorial"): it
+    counts only when their identifiers and authorship do not tell them apart."""
+    if what == "title":
+        return _years_close(found, p) and not _differ(found, p)
+    if what == "paper id" and (_derived_id(found) or _derived_id(p)):
+        return _same_authorship(found, p) and not _differ(found, p)
+    return True
+
+
+def distinct_id(p: Paper, taken: set[str] | dict[str, object]) -> str:
+    """An id for a paper whose made-up id (from its title) another paper holds: the same id
+    with a suffix from what sets it apart (DOI, arXiv id, PMID, else its abstract), so it is
+    the same on every ingest of the same files."""
+    what = norm_doi(p.doi) or p.arxiv_id or p.ids.get("pmid") or norm_text(p.abstract)
+    tag, n = sha(what), 4
+    while f"{p.paper_id}-{tag[:n]}" in taken and n < len(tag):
+        n += 2
+    return f"{p.paper_id}-{tag[:n]}"
 
 
 def _describe(what: str, value: str, p: Paper) -> str:
@@ -138,7 +187,7 @@ class Merger:
     def find(self, p: Paper) -> tuple[Paper, str] | None:
         for what, value in keys(p):
             found = self._by_key.get(f"{what}:{value}")
-            if found is not None and (what != "title" or _years_close(found, p)):
+            if found is not None and _matches(what, found, p):
                 return found, _describe(what, value, p)
         return None
 
@@ -150,6 +199,9 @@ class Merger:
         """Merge `p` into the paper it belongs to (or start one); return that paper."""
         hit = self.find(p)
         if hit is None:
+            if f"paper id:{p.paper_id}" in self._by_key:  # another paper of the same title
+                p.paper_id = distinct_id(p, {k.split(":", 1)[1] for k in self._by_key
+                                             if k.startswith("paper id:")})
             self.papers.append(p)
             self._index(p)
             return p
@@ -195,10 +247,12 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
     merges: list[Merge] = []
     absorbed: set[str] = set()
     taken: dict[str, Paper] = {}  # indexed paper id -> the paper it became in this ingest
+    fresh: list[Paper] = []  # records of no indexed paper
     for p in papers:
         hit = index.find(p)
         if hit is None:
             out.append(p)
+            fresh.append(p)
             continue
         s, why = hit
         if s.paper_id in taken:  # two new papers matched one indexed paper: join them
@@ -239,4 +293,14 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
                 merged.paper_id = s.paper_id  # the indexed id stays: citations of it hold
         taken[s.paper_id] = merged
         out.append(merged)
+    # A new paper whose made-up id an indexed paper of the same title holds takes another id,
+    # unless that paper goes: its files, all read now, no longer hold it (it was edited).
+    by_id = {s.paper_id: s for s in stored}
+    ids = set(by_id) | {p.paper_id for p in out}
+    for p in fresh:
+        holder = by_id.get(p.paper_id)
+        if holder is not None and (p.paper_id in taken or not all(
+                e.get("source") in read_sources for e in entries(holder))):
+            p.paper_id = distinct_id(p, ids)
+            ids.add(p.paper_id)
     return out, merges, absorbed - {p.paper_id for p in out}
