@@ -195,6 +195,14 @@ class Judge:
             reasons.append(flipped)
         if score < self.threshold:
             reasons.append(f"score {score:.2f} below {self.threshold:.2f}")
+        # The quote is the abstract sentence closest in meaning (what the chat page highlights
+        # in the abstract); the header only for a claim no abstract sentence shares two words
+        # with ("MegaBlocks is by Trevor Gale ..."): a list line starts with the paper's title,
+        # which alone would make the header the closest.
+        if n_own and (max(shared) >= 2 or not words & content_words(title) - content_words(abstract)):
+            best = int(np.argmax(sims[:n_own]))
+        elif n_own < len(sents):
+            best = n_own + int(np.argmax(sims[n_own:]))
         return Support(not reasons, round(score, 4), sents[best], None, reasons)
 
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:

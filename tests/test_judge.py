@@ -153,6 +153,21 @@ def test_best_of_several_citations_and_no_citation(judge: Any, papers: list[Any]
     assert not none.supported and none.reasons == ["no citation"]
 
 
+def test_the_quote_is_a_sentence_of_the_abstract(judge: Any, papers: list[Any]) -> None:
+    """What the chat page highlights in the abstract: a list line starts with the paper's
+    title, which must not make the record's header (title, authors, venue) the quote; a
+    claim only the header states (its authors) is quoted from the header."""
+    adaqp = paper(papers, "seeds/002_582fbc6f8791162a.txt#12")
+    line = check(judge, papers, "Adaptive Message Quantization and Parallelization for Distributed "
+                 "Full-graph GNN Training: This paper proposes an efficient GNN training system, "
+                 "AdaQP, to expedite distributed full-graph GNN training [1].", "seeds/002_582fbc6f8791162a.txt#12")
+    assert line.supported
+    assert line.quote == "This paper proposes an efficient GNN training system, AdaQP, to expedite " \
+                         "distributed full-graph GNN training."
+    authors = check(judge, papers, f"AdaQP is by {', '.join(adaqp.authors)} [1].", "seeds/002_582fbc6f8791162a.txt#12")
+    assert authors.quote not in adaqp.abstract and adaqp.authors[0] in authors.quote
+
+
 def test_reversed_claims_are_unsupported_and_negated_paraphrases_are_not(
         judge: Any, papers: list[Any]) -> None:
     slower = check(judge, papers, "Skrull is slower than DeepSpeed in long-SFT scenarios [1].", SKRULL)
