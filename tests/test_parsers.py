@@ -432,3 +432,19 @@ def test_arbitrary_layout_fragments_never_crash_the_parser(lines: list[str]) -> 
 @given(st.binary(max_size=400))
 def test_arbitrary_bytes_never_crash_the_parser(data: bytes) -> None:
     _check(data)
+
+
+@pytest.mark.parametrize(("text", "sentences"), [
+    ("As of Oct. 2022, Edge Impulse hosts 118,185 projects. It is free.",
+     ["As of Oct. 2022, Edge Impulse hosts 118,185 projects.", "It is free."]),
+    ("It runs approx. 3x faster (Fig. 2). We use e.g. GPUs and i.e. CPUs. Smith et al. Propose it.",
+     ["It runs approx. 3x faster (Fig. 2).", "We use e.g. GPUs and i.e. CPUs.", "Smith et al. Propose it."]),
+    ("Throughput rises 3.76x. Latency falls (Table 2). No. 5 wins.",
+     ["Throughput rises 3.76x.", "Latency falls (Table 2).", "No. 5 wins."]),
+])
+def test_sentences_do_not_end_at_abbreviations(text: str, sentences: list[str]) -> None:
+    """What answers quote and the judge reads: "As of Oct. 2022, ..." stays one sentence (the
+    answer to "How many projects does Edge Impulse host?" began "2022, Edge Impulse ...")."""
+    from rag.corpus.text import split_sentences
+
+    assert split_sentences(text) == sentences

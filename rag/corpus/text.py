@@ -104,12 +104,18 @@ def make_label(title: str | None, abstract: str) -> str:
     return title or system_name(abstract) or lead(abstract)
 
 
-_ABBREV = r"(?<!\be\.g)(?<!\bi\.e)(?<!\bet al)(?<!\bvs)(?<!\bFig)(?<!\bEq)(?<!\bNo)"
+# Words whose period ends no sentence ("As of Oct. 2022, ...", "approx. 3x"): each its own
+# look-behind, with its period (the look-behinds stand after it), since Python's must be of
+# fixed width.
+_NOT_ENDS = ("e\\.g", "i\\.e", "et al", "vs", "Fig", "Figs", "Eq", "Eqs", "No", "Nos", "Sec", "Tab",
+             "Ref", "Refs", "cf", "approx", "resp", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug",
+             "Sep", "Sept", "Oct", "Nov", "Dec")
+_ABBREV = "".join(rf"(?<!\b{w}\.)" for w in _NOT_ENDS)
 _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of an abstract or answer; keeps 3.76, e.g. and et al. intact."""
+    """Sentences of an abstract or answer; keeps 3.76, e.g., et al. and "Oct. 2022" intact."""
     return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
 
 
