@@ -166,6 +166,20 @@ def test_offline_lists_an_authors_papers_from_the_records(offline) -> None:  # t
     assert offline.answer("Which papers did Jane Doe write?").abstained
 
 
+def test_offline_lists_a_venues_or_a_years_papers_from_the_records(offline) -> None:  # type: ignore[no-untyped-def]
+    """The README's "published at AAAI 2023", in the plural too: the papers whose records say
+    so, not papers whose abstracts mention the year (Edge Impulse: "As of Oct. 2022", MLSys
+    2023), and nothing when the index has no paper of that venue."""
+    for question in ("Which papers were published at AAAI 2023?", "Which papers appeared at AAAI?"):
+        assert labels(offline.answer(question)) == {"FedABC"}, question
+    assert labels(offline.answer("Which papers were published at ICCV?")) == {"MAS"}
+    ans = offline.answer("Which papers are from 2022?")
+    assert labels(ans) == {"SPT", "SMILE", "NFGNN", "PASCL"} and all(s.paper.year == 2022 for s in ans.sources)
+    assert offline.answer("Which papers were published at AAAI 2019?").abstained
+    # a topic besides the venue: the relevance models decide, as for any list
+    assert "FedTree" in labels(offline.answer("Which MLSys papers study federated learning?"))
+
+
 def test_an_authors_paper_is_told_by_what_it_does(offline) -> None:  # type: ignore[no-untyped-def]
     # the title, and the abstract's own words for what the paper does, each sentence checked
     ans = offline.answer("What paper by Daochen Zha is in the collection?")

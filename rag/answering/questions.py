@@ -156,6 +156,24 @@ def asks_for_authors(question: str) -> bool:
     return bool(BY_AUTHOR.search(question)) or "'s" in question
 
 
+# Words of a question about where or when papers appeared that ask nothing of their topic.
+_PUBLISHED_ASKS = content_words(
+    "published publish appeared appear presented present accepted venue venues conference "
+    "journal proceedings year years from collection corpus library index here have has list "
+    "show name find give") | GENERIC
+_YEARS = re.compile(r"(?<![\d.])(?:19|20)\d{2}(?![\d.])|'\d{2}\b")
+
+
+def asks_only_for_published(question: str, venue_words: Collection[str], years: Collection[int]) -> bool:
+    """"Which papers were published at AAAI 2023?", "Which papers are from 2022?": the
+    question names a venue or a year and asks for nothing but the papers that appeared there
+    or then (not "Which AAAI papers study federated learning?")."""
+    rest = _YEARS.sub(" ", question)
+    for word in venue_words:
+        rest = re.sub(rf"(?i)(?<![\w-]){re.escape(word)}(?![\w-])", " ", rest)
+    return bool(venue_words or years) and not content_words(rest) - _PUBLISHED_ASKS
+
+
 def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool:
     """"Which papers did Bingsheng He co-author?": the question names authors and asks for
     nothing but their papers (not "Bingsheng He's papers on federated learning")."""

@@ -16,6 +16,7 @@ from rag.answering.questions import (
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
+    asks_only_for_published,
     compared_in,
     count_in,
     expansion_in,
@@ -64,7 +65,8 @@ class SourceChooser:
         decision = self.decide(question, filters, list_q, with_model)
         decision = self._authored(question, decision, filters) or decision
         if list_q:
-            decision = self._mentioning(question, decision, filters) or decision
+            decision = (self._published(question, decision, filters)
+                        or self._mentioning(question, decision, filters) or decision)
         if not decision.answerable and not list_q:
             decision = self._plainly_asked(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
@@ -95,6 +97,23 @@ class SourceChooser:
         if not found:
             return None
         return Decision(True, decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
+                        decision.scores, [p.paper_id for p in found])
+
+    def _published(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
+        """"Which papers were published at AAAI 2023?", "Which papers are from 2022?" ask for
+        nothing but the papers a venue or a year holds: the papers whose records say so (venue,
+        journal reference, a venue note, year; within the filters) are the answer, not papers
+        whose abstracts mention the year ("As of Oct. 2022, ..."). Declined when none does. None
+        when the question asks anything else."""
+        snap = self.retriever.snapshot()
+        index = metadata_match.index_for(snap)
+        words, years = index.publication_in(question)
+        if not asks_only_for_published(question, words, years):
+            return None
+        found = [snap.papers[i] for i in sorted(index.published(words, years))
+                 if i in snap.papers and (filters is None or filters.accepts(snap.papers[i]))]
+        found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
+        return Decision(bool(found), decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
                         decision.scores, [p.paper_id for p in found])
 
     def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:

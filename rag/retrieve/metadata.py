@@ -102,6 +102,20 @@ class MetadataIndex:
         return {name: set(ids) for name, ids in self.authors.items()
                 if name in q and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", q)}
 
+    def publication_in(self, query: str) -> tuple[set[str], set[int]]:
+        """The venue words ("aaai") and years (2023, or 2023 from "ICCV'23") the query names."""
+        q = _norm(query)
+        words = {t.split("'")[0].strip("-") for t in _TOKEN.findall(q)} & set(self.venues)
+        years = {int(y) for y in _YEAR.findall(q)} | {2000 + int(y) for y in _SHORT_YEAR.findall(q)}
+        return words, years
+
+    def published(self, words: set[str], years: set[int]) -> set[str]:
+        """Papers whose record names every venue word and one of the years (where given)."""
+        ids = set(self.years)
+        for word in words:
+            ids &= self.venues.get(word, set())
+        return {i for i in ids if not years or self.years[i] & years}
+
     def match(self, query: str) -> list[MetaMatch]:
         """Papers the query names by a field of their record, most points first."""
         q = " ".join(_norm(query).split())
