@@ -59,6 +59,12 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
     public = offline.answer("Compare the speedups of Skrull, Zorblax and HEAT").to_public()
     assert [r["label"] for r in public["table"]["rows"]] == ["Skrull", "HEAT"]
     assert "“Zorblax” is not in the index" in public["answer"]
+    # one known paper against an unknown name: its row, and the name said, not an abstention
+    for question in ("Compare the speedups reported by Skrull and Zorblax", "Skrull vs Zorblax"):
+        public = offline.answer(question).to_public()
+        assert not public["abstained"], question
+        assert [r["label"] for r in public["table"]["rows"]] == ["Skrull"]
+        assert "“Zorblax” is not in the index" in public["answer"]
 
 
 def test_a_paper_without_the_figure_is_not_reported_and_uncited(offline) -> None:  # type: ignore[no-untyped-def]
