@@ -229,8 +229,10 @@ def ingest(
         store = store or Store(settings, upgrade=True)  # an older index is upgraded here
         states = store.paper_states()
         stored = {p.paper_id: p for p in store.papers()} if states else {}
+        source_paths = store.source_paths() if prune else {}
         papers, merges, absorbed = merge_with_index(papers, list(stored.values()),
-                                                    {r.source for r in results}, replace)
+                                                    {r.source for r in results}, replace,
+                                                    _gone_sources(stored, source_paths))
         report.merges += merges
         report.papers = len(papers)
         todo: dict[str, list[Paper]] = defaultdict(list)
@@ -249,7 +251,6 @@ def ingest(
         # A restricted read saw only part of each file: what it left out is not gone from it.
         read_sources = set() if restrict and restrict.active() else {r.source for r in results}
         gone: set[str] = set(absorbed)
-        source_paths = store.source_paths() if prune else {}
         for pid, (_, _, _, source) in states.items():
             if pid in present:
                 continue
@@ -300,6 +301,17 @@ def ingest(
             store.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _gone_sources(stored: dict[str, Paper], source_paths: dict[str, str]) -> frozenset[str]:
+    """With --prune (`source_paths` given): the files the stored papers came from that no
+    longer exist. A file is checked at the absolute path it had when a paper was indexed
+    from it, else (a file that only added records to papers of other files) as written."""
+    if not source_paths:
+        return frozenset()
+    where = {p.source: source_paths[pid] for pid, p in stored.items() if pid in source_paths}
+    named = {str(e.get("source")) for p in stored.values() for e in entries(p)}
+    return frozenset(src for src in named | set(where) if not Path(where.get(src, src)).exists())
 
 
 def _model_texts(paper: Paper, chunks: list[Chunk], weights: np.ndarray | None) -> int:

@@ -219,6 +219,27 @@ def test_merge_across_ingests_keeps_the_indexed_record(tmp_path: Path, fresh_set
     store.close()
 
 
+def test_a_pruned_file_leaves_the_paper_it_shared(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    """DynaPipe from a .bib (kept record) and a snapshot: once the .bib is deleted and
+    `rag ingest --prune` runs, the paper is the snapshot's, and nothing names the deleted file."""
+    folder = tmp_path / "lib"
+    folder.mkdir()
+    snap, bib = _snapshot(folder / "snap.json"), _bib(folder / "refs.bib")
+    ingest([folder], fresh_settings, show_progress=False)
+    bib.unlink()
+    report = ingest([folder], fresh_settings, show_progress=False, prune=True)
+    assert report.changed == 1
+    store = Store(fresh_settings)
+    [paper] = store.papers()
+    store.close()
+    assert paper.source == str(snap) or paper.source.endswith("snap.json")
+    assert paper.abstract == PREPRINT and paper.doi is None
+    assert not any(str(e.get("source", "")).endswith("refs.bib") for e in paper.sources)
+    assert Retriever(fresh_settings).search("multi-task training", 5, Filters(source="refs.bib")) == []
+    again = ingest([folder], fresh_settings, show_progress=False, prune=True)
+    assert (again.unchanged, again.merges) == (1, [])
+
+
 def test_delete_citation_removes_the_indexed_pmid(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
     ingest([DATA / "pubmed.xml"], fresh_settings, show_progress=False)
     update = tmp_path / "pubmed24n1500.xml"

@@ -233,12 +233,14 @@ def merge_papers(papers: list[Paper], replace: bool = False) -> list[Paper]:
 
 
 def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set[str],
-                     replace: bool = False) -> tuple[list[Paper], list[Merge], set[str]]:
+                     replace: bool = False, gone_sources: frozenset[str] = frozenset()
+                     ) -> tuple[list[Paper], list[Merge], set[str]]:
     """This ingest's papers merged with the indexed ones they share an identifier with.
 
     Returns the papers to write, the merges to report, and the ids of indexed papers now
     part of another paper (to delete). An indexed paper keeps its fields and id unless the
-    new record comes from the file it was indexed from, or `replace`."""
+    new record comes from the file it was indexed from, that file is gone (`gone_sources`:
+    `rag ingest --prune` found it deleted), or `replace`."""
     index = Merger()
     for s in stored:
         index.papers.append(s)
@@ -262,8 +264,8 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
             combine(joined, p, why)
             continue
         # what the index knew from the files read now is superseded by what they say now
-        kept_entries = [e for e in entries(s) if e.get("source") not in read_sources]
-        if s.source in read_sources or replace:
+        kept_entries = [e for e in entries(s) if e.get("source") not in read_sources | gone_sources]
+        if s.source in read_sources or s.source in gone_sources or replace:
             merged = p
             if kept_entries:
                 rest = copy.copy(s)
