@@ -95,8 +95,13 @@ def test_offline_answers_what_a_name_stands_for_from_where_it_is_spelled_out(off
     ans = offline.answer("What does HEAT stand for?")
     assert "efficient CF training system (called HEAT)" in ans.answer and labels(ans) == {"HEAT"}
     assert all(s.supported for s in ans.sentences)
-    # Skrull's abstract never spells its name out: nothing to quote
+    # Skrull's and Tutel's abstracts never spell their names out: nothing to quote, whatever
+    # else they say of the paper (Tutel's was answered with its speed-ups)
     assert offline.answer("What does Skrull stand for?").abstained
+    assert offline.answer("What does Tutel stand for?").abstained
+    # an acronym the named paper's abstract spells out
+    ans = offline.answer("What does MoE stand for in MegaBlocks?")
+    assert "Mixture-of-Experts (MoE)" in ans.answer and labels(ans) == {"MegaBlocks"}
 
 
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]

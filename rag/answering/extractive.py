@@ -14,11 +14,11 @@ from rag.answering.questions import (
     asks_for_summary,
     compared_in,
     count_in,
-    expansion_in,
     introduced_names,
     mentions_name,
     name_test,
     names_related,
+    spelled_out,
     topic_of,
     without_names,
 )
@@ -101,7 +101,7 @@ class ExtractiveWriter:
         if asks_for_summary(question, [s.name for s in named]):
             return self.summary(named[0])
         if EXPANSION.search(question):  # "What does TDPO-R stand for?": where it is spelled out
-            spelled = [(s, sent) for s in named if (sent := expansion_in(s.name, s.paper.abstract))]
+            spelled = [(s, sent) for s in named if (sent := spelled_out(question, s.name, s.paper.abstract))]
             if spelled:
                 return _passages([(1.0, spelled[0][1], spelled[0][0])])
         if COMPARES.search(question):

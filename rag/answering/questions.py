@@ -119,6 +119,19 @@ def expansion_in(name: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
+# A word with a capital or digit past its first letter ("MoE", "TDPO-R", "GNNs"): what a
+# "What does ... stand for?" question may ask about besides the paper's name.
+_ACRONYM_LIKE = re.compile(r"\b[A-Za-z][a-z]*[A-Z0-9][\w-]*")
+
+
+def spelled_out(question: str, name: str, text: str) -> str | None:
+    """The sentence of `text` that spells out what a "What does ... stand for?" question asks
+    about: the paper's `name`, or an acronym the question names ("What does MoE stand for in
+    MegaBlocks?"); None if none does."""
+    return next((sent for term in [name, *_ACRONYM_LIKE.findall(question)]
+                 if (sent := expansion_in(term, text))), None)
+
+
 # "How many developers took part in ...?": the words naming what is counted, up to the verb or
 # preposition after them.
 _HOW_MANY = re.compile(r"\bhow many\s+((?:(?!(?:did|does|do|were|was|are|is|took|can|could|have|has|"

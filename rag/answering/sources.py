@@ -23,6 +23,7 @@ from rag.answering.questions import (
     is_list_question,
     name_test,
     names_related,
+    spelled_out,
     topic_of,
 )
 from rag.corpus.paper import Paper
@@ -69,6 +70,8 @@ class SourceChooser:
                         or self._mentioning(question, decision, filters) or decision)
         if not decision.answerable and not list_q:
             decision = self._plainly_asked(question, decision)
+        elif not list_q and EXPANSION.search(question):
+            decision = self._spelled_out(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
         chosen = decision.members if list_q else decision.members[:k]
         if not list_q:
@@ -175,6 +178,21 @@ class SourceChooser:
         members = [PaperHit(p, 1.0, 1.0) for p in subject]
         return Decision(True, decision.p_answerable, members, decision.scores,
                         [p.paper_id for p in subject])
+
+    def _spelled_out(self, question: str, decision: Decision) -> Decision:
+        """"What does Tutel stand for?" about a named paper is answered only by the sentence
+        of its abstract that spells the name (or an acronym the question asks about) out;
+        without one the abstracts do not answer it, whatever else they say of the paper (the
+        models answered with Tutel's speed-ups)."""
+        papers = self.retriever.snapshot().papers
+        named = [papers[i] for i in decision.named if i in papers]
+        if not named:
+            return decision
+        subject = [p for p in named if spelled_out(question, short_label(p.title, p.label), p.abstract)][:1]
+        if subject:
+            return Decision(True, decision.p_answerable, [PaperHit(subject[0], 1.0, 1.0)],
+                            decision.scores, [subject[0].paper_id])
+        return Decision(False, decision.p_answerable, [], decision.scores, decision.named)
 
     def prime(self, papers: list[Paper]) -> None:
         """Load the stored sentence vectors of these papers into the judge's cache."""
