@@ -185,6 +185,18 @@ def test_offline_lists_a_venues_or_a_years_papers_from_the_records(offline) -> N
     assert "FedTree" in labels(offline.answer("Which MLSys papers study federated learning?"))
 
 
+def test_a_list_of_papers_stating_a_figure(offline) -> None:  # type: ignore[no-untyped-def]
+    """"Which papers report a 2.5x speedup?": the papers whose abstracts state 2.5x (SMILE:
+    "a 2.5x speedup"; DeepSpeed-Ulysses: "trains 2.5X faster"), each line quoting where; none
+    of the papers with other speed-ups; declined when no abstract states the figure."""
+    ans = offline.answer("Which papers report a 2.5x speedup?")
+    assert labels(ans) == {"SMILE", "DeepSpeed-Ulysses"}
+    lines = [line for line in ans.answer.splitlines() if line.startswith("- ")]
+    assert len(lines) == 2 and all("2.5x" in line.lower() for line in lines)
+    assert all(s.supported for s in ans.sentences)
+    assert offline.answer("Which papers report a 99x speedup?").abstained
+
+
 def test_an_authors_paper_is_told_by_what_it_does(offline) -> None:  # type: ignore[no-untyped-def]
     # the title, and the abstract's own words for what the paper does, each sentence checked
     ans = offline.answer("What paper by Daochen Zha is in the collection?")

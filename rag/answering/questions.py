@@ -262,6 +262,29 @@ def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]
     return names_any
 
 
+# A figure with its unit: "2.5x", "4.5X", "3×", "10 times", "30%", "30 percent".
+_FIGURE = re.compile(r"(?<![\w.])(\d+(?:\.\d+)?)\s*(x|×|times|%|percent|per cent)(?!\w)", re.I)
+# "above 10%", "at least 2x", "up to 3x": a bound, not a figure a paper states
+_BOUND = re.compile(r"(?:\b(?:above|over|more than|greater than|higher than|at least|at most|"
+                    r"less than|below|under|up to|beyond|exceeding)|[<>≥≤])\s*$", re.I)
+
+
+def figure_test(topic: str) -> Callable[[str], bool] | None:
+    """"Which papers report a 2.5x speedup?": a test of whether a text states the topic's
+    figures (the same number, with a unit of the same kind: "2.5X faster" states "2.5x");
+    None when the topic gives no figure."""
+    wanted = []
+    for m in _FIGURE.finditer(topic):
+        if _BOUND.search(topic[:m.start()]):
+            return None
+        number, unit = m.groups()
+        units = r"%|percent|per cent" if unit.lower() in ("%", "percent", "per cent") else r"x|×|times"
+        wanted.append(re.compile(rf"(?<![\w.]){re.escape(number)}\s*(?:{units})(?!\w)", re.I))
+    if not wanted:
+        return None
+    return lambda text: any(p.search(text) for p in wanted)
+
+
 def mentions_name(name: str, text: str, compound: bool = True) -> bool:
     """`text` names `name` as written, alone or (`compound`) heading a compound
     ("DeepSpeed-Ulysses")."""

@@ -20,6 +20,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     expansion_in,
+    figure_test,
     is_list_question,
     name_test,
     names_related,
@@ -67,6 +68,7 @@ class SourceChooser:
         decision = self._authored(question, decision, filters) or decision
         if list_q:
             decision = (self._published(question, decision, filters)
+                        or self._stating(question, decision, filters)
                         or self._mentioning(question, decision, filters) or decision)
         if not decision.answerable and not list_q:
             decision = self._plainly_asked(question, decision)
@@ -118,6 +120,21 @@ class SourceChooser:
         found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
         return Decision(bool(found), decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
                         decision.scores, [p.paper_id for p in found])
+
+    def _stating(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
+        """"Which papers report a 2.5x speedup?": a list whose topic gives a figure holds the
+        papers whose abstract states that figure (the models listed six papers by likeness to
+        "speedup", five of which state no 2.5x); declined when none does. None when the topic
+        gives no figure."""
+        states = figure_test(topic_of(question))
+        if states is None:
+            return None
+        found = [p for p in self.retriever.snapshot().papers.values()
+                 if states(p.abstract) and (filters is None or filters.accepts(p))]
+        found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
+        hits = {h.paper.paper_id: h for h in decision.members}
+        members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
+        return Decision(bool(found), decision.p_answerable, members, decision.scores, decision.named)
 
     def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
         """"Which papers compare against Megatron-LM?" relates papers to a named thing and asks
