@@ -58,12 +58,13 @@ def test_offline_comparison_is_a_table_of_the_named_papers_each_citing_itself(of
 def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type: ignore[no-untyped-def]
     public = offline.answer("Compare the speedups of Skrull, Zorblax and HEAT").to_public()
     assert [r["label"] for r in public["table"]["rows"]] == ["Skrull", "HEAT"]
+    assert public["matched"] == 2  # the papers compared, as the header says
     assert "“Zorblax” is not in the index" in public["answer"]
     # one known paper against an unknown name: its row, and the name said, not an abstention
     for question in ("Compare the speedups reported by Skrull and Zorblax", "Skrull vs Zorblax"):
         public = offline.answer(question).to_public()
         assert not public["abstained"], question
-        assert [r["label"] for r in public["table"]["rows"]] == ["Skrull"]
+        assert [r["label"] for r in public["table"]["rows"]] == ["Skrull"] and public["matched"] == 1
         assert "“Zorblax” is not in the index" in public["answer"]
 
 

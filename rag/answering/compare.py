@@ -95,7 +95,10 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     named = names.mentioned(question)
     by_name: dict[str, Source] = {}
     left_out: list[str] = []
-    if len(named) >= 2:
+    known = {n.lower() for n in names.known}
+    # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
+    # comparison too (Skrull's row, and "Zorblax is not in the index")
+    if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
         papers = {short_label(p.title, p.label).lower(): p
                   for p in retriever.snapshot().papers.values()}
@@ -107,7 +110,7 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
                 by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
             else:
                 left_out.append(names.display(name))
-    missing = _names_in_runs(question, named, {n.lower() for n in names.known}) if by_name else []
+    missing = _names_in_runs(question, named, known) if by_name else []
     if by_name:
         return Plan(list(by_name.values()), Unplaced(missing, left_out))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
