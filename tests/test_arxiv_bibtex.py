@@ -17,6 +17,7 @@ import pytest
 from rag import corpus
 from rag.corpus import Restrict, read_file
 from rag.errors import InputError
+from rag.export import export
 from tests.conftest import run_rag
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
@@ -121,6 +122,20 @@ def test_bibtex_entries_golden_and_entries_without_abstract_counted() -> None:
     # without an abstract and the @misc with a blank one are left out and counted
     assert result.left_out == {"BibTeX entries without an abstract": 2}
     assert fields(result) == BIB_GOLDEN
+
+
+def test_snapshot_and_bibtex_names_and_journals_export_as_their_source_had_them() -> None:
+    """authors_parsed's [last, first, suffix] and BibTeX's name parts are kept for export; a
+    BibTeX `journal` makes an @article, a `booktitle` an @inproceedings."""
+    snapshot = {p.paper_id: p for p in read_file(SNAPSHOT).papers}
+    bib = export([snapshot["math/0703001"]], "bibtex")
+    assert "@misc{muller2007schrodinger," in bib
+    assert "author = {M{\\\"u}ller, J{\\\"o}rg and van der Berg, Anna and King, Jr., Martin Luther}" in bib
+    assert json.loads(export([snapshot["math/0703001"]], "csl-json"))[0]["author"][2] == {
+        "family": "King", "given": "Martin Luther", "suffix": "Jr."}
+    library = export(read_file(BIB).papers[:2], "bibtex")
+    assert "@article{muller2023fast," in library and "journal = {Proc. VLDB Endow. 16(4)}" in library
+    assert "@inproceedings{smith2023retrieval," in library and "booktitle = {Proceedings of the 61st" in library
 
 
 def test_bibtex_found_in_a_folder_and_detected_from_content(tmp_path: Path) -> None:

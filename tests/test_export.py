@@ -20,7 +20,7 @@ from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_la
 from rag.corpus import expand_paths, merge_papers, read_file
 from rag.corpus.paper import Paper
 from rag.errors import EXIT_INPUT, InputError
-from rag.export import cite_keys, to_bibtex, to_csl_json, to_ris, write_export
+from rag.export import cite_keys, export, to_bibtex, to_csl_json, to_ris, write_export
 from tests.conftest import SEEDS, run_rag
 
 CSL_TYPES = {"article", "article-journal", "paper-conference"}
@@ -161,6 +161,106 @@ def test_keys_are_stable_unique_and_readable(seeds: list[Paper]) -> None:
     assert set(parse_bibtex(to_bibtex(twins))) == {"lee2020deepa", "lee2020deepb", "lee2020deepc"}
 
 
+def test_keys_transliterate_letters_nfkd_does_not_take_apart() -> None:
+    firsts = {"Kjersti Ødegård": "odegard", "Jan Łukasiewicz": "lukasiewicz", "Zoran Đinđić": "dindic",
+              "Hans Straße": "strasse", "Peter Æbeltoft": "aebeltoft", "Anne Œhler": "oehler",
+              "Þóra Þórsdóttir": "thorsdottir", "Emre Yıldız": "yildiz", "Émile Zola": "zola"}
+    papers = [Paper(paper_id=str(i), abstract="x", title="Logic", authors=[name], year=2023)
+              for i, name in enumerate(firsts)]
+    assert list(cite_keys(papers).values()) == [f"{last}2023logic" for last in firsts.values()]
+
+
+def test_keys_are_the_same_in_every_export_from_one_index() -> None:
+    """Two papers that share a key keep their a and b when exported one at a time (the
+    references of two answers, collected in one .tex)."""
+    index = [Paper(paper_id=i, abstract="x", title=t, authors=[a], year=2023, venue=v)
+             for i, t, a, v in [("scaling-vit", "Scaling Vision Transformers to 22B Parameters", "Jane Smith", "CVPR"),
+                                ("scaling-sparse", "Scaling Laws for Sparse Models", "John Smith", "ICML"),
+                                ("other", "Other Work", "Ann Lee", "SOSP")]]
+    one = parse_bibtex(export([index[1]], "bibtex", index))
+    two = parse_bibtex(export([index[0]], "bibtex", index))
+    assert (list(one), list(two)) == (["smith2023scalinga"], ["smith2023scalingb"])
+    assert one["smith2023scalinga"]["booktitle"] == "ICML" and two["smith2023scalingb"]["booktitle"] == "CVPR"
+    assert export([index[1], index[0]], "bibtex", index) == export(index[1::-1], "bibtex")
+    assert json.loads(export([index[0]], "csl-json", index))[0]["id"] == "smith2023scalingb"
+    assert rispy.loads(export([index[2]], "ris", index))[0]["id"] == "lee2023other"
+
+
+def test_bibtex_titles_brace_capitals_a_sentence_case_style_would_lower() -> None:
+    p = Paper(paper_id="p", abstract="x", year=2023,
+              title="DynaPipe: Efficient Scheduling of GPU Clusters for BERT-style Large-Scale Models in the U.S.")
+    text = to_bibtex([p])
+    assert ("title = {{DynaPipe}: Efficient Scheduling of {GPU} Clusters for {BERT-style} "
+            "Large-Scale Models in the {U.S}.}") in text
+    assert parse_bibtex(text)["dynapipe2023"]["title"] == p.title
+
+
+# -- journals and names, as their readers keep them ---------------------------------------------
+
+JOURNALS = r"""
+@article{art, author = {King, Jr., Martin Luther and Garc{\'\i}a M{\'a}rquez, Gabriel and {Google Research}},
+  title = {Fault Tolerance for Training}, journal = {Journal of Systems Research}, year = {2022},
+  abstract = {Checkpointing large models is slow.}}
+@inproceedings{conf, author = {de la Fuente, Juan and {Ramón y Cajal}, Santiago}, title = {Pipelines},
+  booktitle = {Proceedings of MLSys}, year = {2023}, abstract = {Pipelines are fast.}}
+"""
+
+
+def test_journal_articles_and_names_export_as_their_library_had_them(tmp_path: Path) -> None:
+    (tmp_path / "lib.bib").write_text(JOURNALS, encoding="utf-8")
+    art, conf = read_file(tmp_path / "lib.bib").papers
+    # answers and `rag papers` show the names as before
+    assert art.authors == ["Martin Luther King Jr.", "Gabriel García Márquez", "Google Research"]
+    bib = to_bibtex([art, conf])
+    assert "@article{king2022fault," in bib and "journal = {Journal of Systems Research}" in bib
+    assert ("author = {King, Jr., Martin Luther and Garc{\\'\\i}a M{\\'a}rquez, Gabriel and "
+            "{Google Research}}") in bib
+    assert "@inproceedings{fuente2023pipelines," in bib and "booktitle = {Proceedings of MLSys}" in bib
+    assert "author = {de la Fuente, Juan and {Ramón y Cajal}, Santiago}".replace("ó", "{\\'o}") in bib
+    ris = rispy.loads(to_ris([art, conf]))
+    assert (ris[0]["type_of_reference"], ris[0]["journal_name"], ris[0]["secondary_title"]) == (
+        "JOUR", "Journal of Systems Research", "Journal of Systems Research")
+    assert ris[0]["authors"] == ["King, Martin Luther, Jr.", "García Márquez, Gabriel", "Google Research"]
+    assert (ris[1]["type_of_reference"], ris[1]["secondary_title"]) == ("CONF", "Proceedings of MLSys")
+    csl = json.loads(to_csl_json([art, conf]))
+    assert (csl[0]["type"], csl[0]["container-title"]) == ("article-journal", "Journal of Systems Research")
+    assert csl[0]["author"] == [{"family": "King", "given": "Martin Luther", "suffix": "Jr."},
+                                {"family": "García Márquez", "given": "Gabriel"}, {"literal": "Google Research"}]
+    assert csl[1]["type"] == "paper-conference"
+    # rag's own export reads back into rag with the same names and kind
+    (tmp_path / "again.bib").write_text(bib, encoding="utf-8")
+    again = read_file(tmp_path / "again.bib").papers
+    assert [(p.authors, p.author_names, p.venue_kind) for p in again] == [
+        (p.authors, p.author_names, p.venue_kind) for p in (art, conf)]
+
+
+def test_a_merged_paper_keeps_the_kind_of_the_venue_it_kept() -> None:
+    """The venue kind and the name parts come from another record only with the venue and
+    the authors they describe."""
+    def merged(venue: str | None, authors: list[str]) -> str:
+        conf = Paper(paper_id="c", abstract="x", title="DynaPipe", doi="10.1/d", venue=venue, year=2024,
+                     authors=authors, line=1)
+        journal = Paper(paper_id="j", abstract="x", title="DynaPipe", doi="10.1/d", venue="ACM TOCS", year=2024,
+                        venue_kind="journal", authors=["Jiang Chenyu"], author_names=[{"literal": "Jiang Chenyu"}],
+                        line=2)
+        return to_bibtex(merge_papers([conf, journal]))
+
+    both = merged("EuroSys", ["Chenyu Jiang"])
+    assert "@inproceedings{jiang2024dynapipe," in both and "booktitle = {EuroSys}" in both
+    only_journal = merged(None, [])
+    assert "@article{jiangchenyu2024dynapipe," in only_journal and "journal = {ACM TOCS}" in only_journal
+
+
+def test_a_record_from_an_older_index_exports_as_it_did() -> None:
+    """A paper stored before venue kinds and name parts: a venue is a conference, names are
+    read from the display strings."""
+    old = Paper.from_dict({"paper_id": "p", "abstract": "x", "title": "Statins", "label": "Statins",
+                           "authors": ["Kjersti Ødegård", "Ann Lee"], "venue": "Nature", "year": 2019})
+    assert "@inproceedings{odegard2019statins," in to_bibtex([old])
+    assert "author = {{\\O}deg{\\r{a}}rd, Kjersti and Lee, Ann}" in to_bibtex([old])
+    assert old.content_hash() == "db352b21e410735f"  # as stored then: a re-ingest embeds nothing again
+
+
 # -- RIS and CSL-JSON -----------------------------------------------------------------------
 
 
@@ -257,6 +357,66 @@ def test_cli_unknown_id_exits_2_naming_it(project) -> None:  # type: ignore[no-u
     assert proc.returncode == 2 and "bibtex" in proc.stderr
     proc = rag(project, "papers", "2309.05017")  # ids name papers to export: --format is needed
     assert proc.returncode == 2 and "--format" in proc.stderr and proc.stdout == ""
+
+
+SAMEKEY = """
+@inproceedings{a, author = {Smith, John}, title = {Scaling Laws for Sparse Models}, booktitle = {ICML},
+  year = {2023}, abstract = {We fit scaling laws for sparse mixture-of-experts models and find
+  compute-optimal expert counts of 64.}}
+@inproceedings{b, author = {Smith, Jane}, title = {Scaling Vision Transformers to 22B Parameters},
+  booktitle = {CVPR}, year = {2023}, abstract = {We train a 22B parameter vision transformer with
+  parallel layers, reaching 89.5% top-1 on ImageNet.}}
+@article{c, author = {King, Jr., Martin Luther}, title = {Checkpoints}, journal = {JSR}, year = {2022},
+  abstract = {Checkpointing large models asynchronously loses at most 1.2 minutes of work.}}
+"""
+
+
+@pytest.fixture(scope="module")
+def samekey(tmp_path_factory: pytest.TempPathFactory) -> tuple[Any, dict[str, str], str]:
+    """An index of two papers whose keys would both be smith2023scaling (paper id -> key), and
+    one by Martin Luther King Jr. (its id)."""
+    from rag.config import Settings
+    from rag.ingest import ingest
+
+    root = tmp_path_factory.mktemp("samekey")
+    (root / "lib.bib").write_text(SAMEKEY, encoding="utf-8")
+    settings = Settings(home=root / ".rag", llm="none")
+    ingest([root / "lib.bib"], settings, show_progress=False)
+    papers = read_file(root / "lib.bib").papers
+    keys = {p.paper_id: "smith2023scaling" + ("a" if "sparse" in p.paper_id else "b")
+            for p in papers if p.authors[0].endswith("Smith")}
+    return settings, keys, next(p.paper_id for p in papers if p.paper_id not in keys)
+
+
+def test_exports_from_one_index_never_give_two_papers_one_key(samekey, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Each paper exported alone, from the command line and the API, or cited by an answer
+    and exported with it: the key is the one it has in the export of the whole index."""
+    from rag.api import create_app
+
+    settings, keys, king_id = samekey
+    env = {"RAG_HOME": str(settings.home)}
+    king = run_rag("papers", "--format", "bibtex", cwd=tmp_path, env=env)
+    assert "@article{king2022checkpoints,\n\tauthor = {King, Jr., Martin Luther}," in king.stdout, king.stderr
+    shown = run_rag("papers", "show", king_id, cwd=tmp_path, env=env)
+    assert shown.returncode == 0 and "authors: Martin Luther King Jr.\n" in shown.stdout, shown.stderr
+    for pid, key in keys.items():
+        proc = run_rag("papers", "--format", "bibtex", pid, cwd=tmp_path, env=env)
+        assert proc.returncode == 0, proc.stderr
+        assert list(parse_bibtex(proc.stdout)) == [key]
+    proc = run_rag("ask", "--llm", "none", "What top-1 accuracy does the 22B vision transformer reach?",
+                   "--export", "refs.bib", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    cited = parse_bibtex((tmp_path / "refs.bib").read_text(encoding="utf-8"))
+    assert cited and set(cited) <= set(keys.values())
+    assert all(e["booktitle"] == ("CVPR" if k.endswith("b") else "ICML") for k, e in cited.items())
+    with TestClient(create_app(settings)) as c:
+        for pid, key in keys.items():
+            assert list(parse_bibtex(c.get(f"/papers/{pid}", params={"format": "bibtex"}).text)) == [key]
+            assert rispy.loads(c.get("/papers", params={"format": "ris", "id": pid}).text)[0]["id"] == key
+        out = c.post("/ask", json={"question": "What compute-optimal expert count do sparse scaling laws find?",
+                                   "export": "csl-json"}).json()
+        items = json.loads(out["export"]["text"])
+        assert items and all(keys[cit["paper_id"]] == i["id"] for cit, i in zip(out["citations"], items, strict=True))
 
 
 # -- the API --------------------------------------------------------------------------------

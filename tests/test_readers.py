@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 import sqlite3
 from pathlib import Path
@@ -16,8 +17,9 @@ import pytest
 
 from rag.corpus import read_file
 from rag.errors import InputError, ParseError
+from rag.export import export
 from rag.ingest import read_all
-from tests.zotero_fixture import sample_library
+from tests.zotero_fixture import Library, sample_library
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 FIELDS = ["paper_id", "title", "authors", "abstract", "year", "date", "doi", "arxiv_id", "venue",
@@ -88,6 +90,32 @@ def test_pubmed_truncated_file_names_the_file(tmp_path: Path) -> None:
     assert result.problems and "cut.xml" in str(result.problems[-1])
 
 
+PUBMED_NAMES = """<?xml version="1.0"?>
+<PubmedArticleSet><PubmedArticle><MedlineCitation><PMID>1</PMID><Article>
+<Journal><JournalIssue><PubDate><Year>2020</Year></PubDate></JournalIssue><Title>Lancet</Title></Journal>
+<ArticleTitle>Statins.</ArticleTitle><Abstract><AbstractText>Statins work.</AbstractText></Abstract>
+<AuthorList><Author><LastName>King</LastName><ForeName>Martin Luther</ForeName><Suffix>Jr</Suffix></Author>
+<Author><LastName>García Márquez</LastName><ForeName>Ana</ForeName></Author></AuthorList>
+</Article></MedlineCitation></PubmedArticle></PubmedArticleSet>
+"""
+
+
+def test_pubmed_articles_export_as_journal_articles_with_their_names(tmp_path: Path) -> None:
+    papers = read_file(DATA / "pubmed.xml").papers
+    bib = export(papers, "bibtex")
+    assert "@article{okafor2019statin," in bib and "journal = {Nature}" in bib and "booktitle" not in bib
+    assert "author = {Okafor, Chidi and Lindqvist, Maja and {STAT-75 Investigators}}" in bib
+    assert "TY  - JOUR\nID  - okafor2019statin\nAU  - Okafor, Chidi\nAU  - Lindqvist, Maja\nAU  - STAT-75 Investigators" in (
+        export(papers, "ris"))
+    csl = json.loads(export(papers, "csl-json"))[0]
+    assert (csl["type"], csl["container-title"], csl["author"][2]) == (
+        "article-journal", "Nature", {"literal": "STAT-75 Investigators"})
+    (tmp_path / "names.xml").write_text(PUBMED_NAMES, encoding="utf-8")
+    [paper] = read_file(tmp_path / "names.xml").papers
+    assert paper.authors == ["Martin Luther King Jr", "Ana García Márquez"]
+    assert "AU  - King, Martin Luther, Jr\nAU  - García Márquez, Ana\n" in export([paper], "ris")
+
+
 # -- OpenAlex -------------------------------------------------------------------------------
 
 OPENALEX_GOLDEN = [
@@ -121,6 +149,27 @@ def test_openalex_api_response() -> None:
     [paper] = read_file(DATA / "openalex_api.json").papers
     assert paper.abstract == "Sparse attention scales; dense attention does not."
     assert (paper.venue, paper.year, paper.authors) == ("Transactions of the ACL", 2022, ["Rui Zhang"])
+
+
+def test_openalex_and_semantic_scholar_journal_works_export_as_journal_articles(tmp_path: Path) -> None:
+    works = [{"id": f"https://openalex.org/W{n}", "display_name": f"{kind.title()} work", "publication_year": 2022,
+              "primary_location": {"source": {"display_name": venue, "type": kind}},
+              "authorships": [{"author": {"display_name": "Rui Zhang"}}],
+              "abstract_inverted_index": {"Sparse": [0], "attention.": [1]}}
+             for n, venue, kind in [(1, "Transactions of the ACL", "journal"), (2, "NeurIPS", "conference")]]
+    (tmp_path / "works.json").write_text(json.dumps({"results": works}), encoding="utf-8")
+    bib = export(read_file(tmp_path / "works.json").papers, "bibtex")
+    assert "@article{zhang2022journal,\n\tauthor = {Zhang, Rui},\n\ttitle = {Journal work},\n\tjournal = {Transactions of the ACL}" in bib
+    assert "@inproceedings{zhang2022conference," in bib and "booktitle = {NeurIPS}" in bib
+    s2 = [{"paperId": f"p{n}", "corpusId": n, "title": f"Paper {n}", "abstract": "Retrieval helps.", "year": 2020,
+           "venue": venue, "authors": [{"name": "Lena Vogt"}], **extra}
+          for n, venue, extra in [(1, "Nature", {"publicationVenue": {"type": "journal"}}),
+                                  (2, "ACL", {"publicationVenue": {"type": "conference"},
+                                              "publicationTypes": ["JournalArticle", "Conference"]}),
+                                  (3, "Cell", {"publicationTypes": ["JournalArticle"]})]]
+    (tmp_path / "s2.json").write_text(json.dumps({"data": s2}), encoding="utf-8")
+    types = [i["type"] for i in json.loads(export(read_file(tmp_path / "s2.json").papers, "csl-json"))]
+    assert types == ["article-journal", "paper-conference", "article-journal"]
 
 
 # -- Semantic Scholar -----------------------------------------------------------------------
@@ -195,6 +244,25 @@ def test_zotero_golden_records(library: Path) -> None:
     assert result.note == "Zotero library, schema version 121"
     assert hashlib.sha256(library.read_bytes()).hexdigest() == before  # never written
     assert sorted(p.name for p in library.parent.iterdir()) == ["zotero.sqlite"]  # no journal left
+
+
+def test_zotero_journal_articles_and_one_field_creators_export_as_zotero_has_them(tmp_path: Path) -> None:
+    lib = Library(tmp_path / "zotero.sqlite")
+    lib.item("journalArticle", "WHO00001", {"title": "Global report", "abstractNote": "Tuberculosis fell.",
+                                            "date": "2023", "publicationTitle": "The Lancet"},
+             [(None, "World Health Organization", "author"), ("Gabriel", "García Márquez", "author")])
+    lib.item("conferencePaper", "CONF0001", {"title": "Pipelines", "abstractNote": "Pipelines are fast.",
+                                             "date": "2023", "proceedingsTitle": "Proceedings of MLSys"},
+             [("Ada", "Lovelace", "author")])
+    lib.close()
+    papers = read_file(tmp_path / "zotero.sqlite").papers
+    assert papers[0].authors == ["World Health Organization", "Gabriel García Márquez"]
+    bib = export(papers, "bibtex")
+    assert ("@article{worldhealthorganization2023global,\n\tauthor = {{World Health Organization} and "
+            "Garc{\\'\\i}a M{\\'a}rquez, Gabriel},\n\ttitle = {Global report},\n\tjournal = {The Lancet}") in bib
+    assert "@inproceedings{lovelace2023pipelines," in bib and "booktitle = {Proceedings of MLSys}" in bib
+    csl = json.loads(export(papers, "csl-json"))
+    assert csl[0]["author"] == [{"literal": "World Health Organization"}, {"family": "García Márquez", "given": "Gabriel"}]
 
 
 def test_zotero_data_directory(library: Path) -> None:

@@ -187,8 +187,9 @@ class Library:
         self._next = 1
 
     def item(self, kind: str, key: str, fields: dict[str, str] | None = None,
-             creators: list[tuple[str, str, str]] = (), parent: int | None = None) -> int:
-        """Add an item (creators as (first, last, type), in order); return its itemID."""
+             creators: list[tuple[str | None, str, str]] = (), parent: int | None = None) -> int:
+        """Add an item (creators as (first, last, type), in order; a first name of None is a
+        creator typed in one field, fieldMode 1: "World Health Organization"); return its itemID."""
         type_id = next(t for t, n in TYPES.items() if n == kind)
         item_id = self._next
         self._next += 1
@@ -201,10 +202,12 @@ class Library:
             self.con.execute("INSERT INTO itemData VALUES (?, ?, ?)", (item_id, field_ids[name], vid))
         # stored in reverse on purpose: the order is orderIndex's, not the rows'
         for order, (first, last, ctype) in reversed(list(enumerate(creators))):
-            self.con.execute("INSERT OR IGNORE INTO creators (firstName, lastName, fieldMode) VALUES (?, ?, 0)",
-                             (first, last))
-            cid = self.con.execute("SELECT creatorID FROM creators WHERE firstName = ? AND lastName = ?",
-                                   (first, last)).fetchone()[0]
+            mode = 1 if first is None else 0
+            first = first or ""  # Zotero writes "" for the first name of a one-field creator
+            self.con.execute("INSERT OR IGNORE INTO creators (firstName, lastName, fieldMode) VALUES (?, ?, ?)",
+                             (first, last, mode))
+            cid = self.con.execute("SELECT creatorID FROM creators WHERE firstName = ? AND lastName = ? "
+                                   "AND fieldMode = ?", (first, last, mode)).fetchone()[0]
             tid = next(t for t, n in CREATOR_TYPES.items() if n == ctype)
             self.con.execute("INSERT INTO itemCreators VALUES (?, ?, ?, ?)", (item_id, cid, tid, order))
         if kind == "note":

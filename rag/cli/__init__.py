@@ -250,7 +250,8 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         from rag.export import export
 
         papers = [s.paper for s in answer.sources]
-        _write_file(export_to, export(papers, fmt or ""), len(papers), fmt)
+        every = pipeline.retriever.snapshot().papers.values()  # keys as in every export from the index
+        _write_file(export_to, export(papers, fmt or "", every), len(papers), fmt)
 
 
 def _write_file(path: Path, text: str, count: int, fmt: str | None) -> None:

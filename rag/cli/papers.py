@@ -41,7 +41,7 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
     if ids and (not fmt or any(i.startswith("-") for i in ids)):
         raise InputError(f"paper ids {' '.join(ids)!r} need --format, given before them",
                          "`rag papers --format bibtex ID ...`; `rag papers show ID` shows one paper")
-    listed = _ensure_index(_settings(index)).papers()
+    listed = every = _ensure_index(_settings(index)).papers()
     if duplicates:
         listed = [p for p in listed if p.sources]
     if duplicates and not as_json and not fmt:
@@ -54,7 +54,7 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
     if fmt:
         from rag.export import export, select
 
-        click.echo(export(select(listed, ids), fmt), nl=False)
+        click.echo(export(select(listed, ids), fmt, every), nl=False)
         return
     if as_json:
         emit_json({"papers": [p.to_dict() for p in listed]})
@@ -78,7 +78,7 @@ def papers_show(ctx: click.Context, paper_id: str, as_json: bool) -> None:
         emit_json(paper.to_dict())
         return
     for key, value in paper.to_dict().items():
-        if key in ("abstract", "sources") or value in (None, [], "", {}):
+        if key in ("abstract", "sources", "author_names") or value in (None, [], "", {}):
             continue
         if isinstance(value, dict):
             value = ", ".join(f"{k} {v}" for k, v in value.items())

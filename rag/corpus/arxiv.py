@@ -19,6 +19,7 @@ from typing import Any, BinaryIO
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
+from rag.corpus.names import Name, authors_and_names, person
 from rag.corpus.paper import Paper, category_keys, real_date
 from rag.errors import InputError, ParseError
 
@@ -115,22 +116,20 @@ def _year_of_id(ident: str) -> int | None:
     return 1900 + yy if yy >= 91 else 2000 + yy
 
 
-def _authors(obj: dict[str, Any]) -> list[str]:
+def _authors(obj: dict[str, Any]) -> tuple[list[str], list[Name]]:
+    """The display strings, and the parts where those alone would be read wrong."""
     parsed = obj.get("authors_parsed")
     if isinstance(parsed, list) and all(isinstance(a, list) for a in parsed):
         names = []
         for parts in parsed:  # [last, first, suffix]
-            last, first, suffix = ([*map(str, parts), "", "", ""])[:3]
-            name = readable(" ".join(filter(None, [first, last, suffix])))
+            last, first, suffix = (readable(p) for p in ([*map(str, parts), "", "", ""])[:3])
             # the snapshot's parser writes hyphenated initials apart ("C. -P."; `authors` has C.-P.)
-            name = _SPLIT_INITIALS.sub(".-", name)
-            if name:
-                names.append(name)
-        return names
+            names.append(person(last, _SPLIT_INITIALS.sub(".-", first), suffix))
+        return authors_and_names(names)
     text = obj.get("authors")
     if isinstance(text, str):
-        return [readable(a) for a in re.split(r",\s*|\s+and\s+", text) if a.strip()]
-    return []
+        return [readable(a) for a in re.split(r",\s*|\s+and\s+", text) if a.strip()], []
+    return [], []
 
 
 _FIELDS: dict[str, tuple[type, ...]] = {
@@ -161,9 +160,10 @@ def snapshot_paper(obj: dict[str, Any], path: str, no: int, categories: list[str
                          "expected YYMM.NNNNN or an old-style id such as math/0703001")
     year = int(date[:4]) if date else _year_of_id(split[0])
     comments = readable(obj.get("comments") or "")
+    authors, author_names = _authors(obj)
     return _paper(
         readable(obj["abstract"]), title=readable(obj.get("title") or "") or None,
-        arxiv_id=split[0], authors=_authors(obj), doi=(obj.get("doi") or "").strip() or None,
+        arxiv_id=split[0], authors=authors, author_names=author_names, doi=(obj.get("doi") or "").strip() or None,
         journal_ref=readable(obj.get("journal-ref") or "") or None,
         comments=[comments] if comments else [], date=date, year=year, categories=categories,
         line=no,

@@ -1,6 +1,7 @@
 """BibTeX (Zotero, the ACL Anthology, Google Scholar exports) through bibtexparser: entries,
 @string macros, braces and LaTeX accents (its LatexDecodingMiddleware, pylatexenc), and names
-split by BibTeX's own rules ("Last, First and ..." -> "First Last").
+split by BibTeX's own rules ("Last, First and ..." -> "First Last", the parts kept where that
+string alone would be read otherwise: rag.corpus.names).
 
 Entries without an abstract are no error: reference managers export every entry, and many
 have none. They are counted and left out.
@@ -15,6 +16,7 @@ from typing import Any
 from rag.corpus.bibtex_macros import expansion, uncomment
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import decoder
+from rag.corpus.names import Name, authors_and_names, from_parts, name_parts, organisation
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
 
@@ -62,7 +64,6 @@ def _library(text: str, refused: list[tuple[Any, str]]) -> Any:
     # us in failed_blocks and is reported once, with file and line (_failure).
     logging.getLogger("bibtexparser").setLevel(logging.ERROR)
     from bibtexparser.middlewares import (
-        MergeNameParts,
         RemoveEnclosingMiddleware,
         SeparateCoAuthors,
         SplitNameParts,
@@ -74,7 +75,7 @@ def _library(text: str, refused: list[tuple[Any, str]]) -> Any:
         # Names are split before LaTeX is decoded: "Doe, Jane {\textbraceright}" is two parts,
         # "Doe, Jane }" is an unbalanced name.
         expansion(refused, len(text)), RemoveEnclosingMiddleware(), SeparateCoAuthors(),
-        SplitNameParts(), _latex_decoding(), MergeNameParts("first"),
+        SplitNameParts(), _latex_decoding(),
     ])
 
 
@@ -110,6 +111,16 @@ def _arxiv_id(fields: dict[str, str]) -> str | None:
     return None
 
 
+def _name(parts: Any) -> Name:
+    """A name's parts; a name braced whole ("{Google Research}": one last-name word with a
+    space in it, nothing else) is an organisation."""
+    if isinstance(parts, str):
+        parts = name_parts(parts)
+    if not (parts.first or parts.von or parts.jr) and len(parts.last) == 1 and " " in parts.last[0].strip():
+        return organisation(parts.last[0])
+    return from_parts(parts)
+
+
 def _entry_paper(entry: Any, path: str) -> Paper | None:
     fields = {f.key.lower(): f.value for f in entry.fields}
     authors = fields.pop("author", [])
@@ -117,7 +128,8 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     abstract = fields.get("abstract", "")
     if not abstract.strip():
         return None
-    names = [a.strip() for a in (authors if isinstance(authors, list) else [authors])]
+    names = [_name(a) for a in (authors if isinstance(authors, list) else [authors])]
+    authors, author_names = authors_and_names([n for n in names if n.get("family", "").lower() != "others"])
     year_text = fields.get("year") or fields.get("date", "")
     year = re.search(r"\b(\d{4})\b", year_text)
     date = fields.get("date") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fields.get("date", "")) else None
@@ -125,10 +137,11 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     venue = fields.get("journal") or fields.get("booktitle")
     if venue and _ARXIV_MENTION.search(venue):
         venue = None  # "arXiv preprint arXiv:…" is no venue
+    journal = bool(venue) and venue == fields.get("journal")
     primary = fields.get("primaryclass", "").strip()
     return _paper(
         abstract, title=fields.get("title"), arxiv_id=_arxiv_id(fields),
-        authors=[n for n in names if n and n.lower() != "others"], venue=venue,
+        authors=authors, author_names=author_names, venue=venue, venue_kind="journal" if journal else None,
         year=int(year.group(1)) if year else None, date=date, doi=doi,
         categories=[primary] if primary else [], line=entry.start_line + 1,
     )

@@ -70,6 +70,7 @@ def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
             authors.append(name.strip())
     source_obj = ((work.get("primary_location") or {}).get("source") or {})
     venue = source_obj.get("display_name") if isinstance(source_obj, dict) else None
+    journal = isinstance(source_obj, dict) and source_obj.get("type") == "journal"
     ids = {"openalex": ident}
     pmid = str((work.get("ids") or {}).get("pmid") or "").rstrip("/").rsplit("/", 1)[-1]
     if pmid.isdigit():
@@ -82,6 +83,7 @@ def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
     doi = norm_doi(work.get("doi"))
     paper = _paper(abstract, title=work.get("display_name") or work.get("title") or None, arxiv_id=arxiv,
                    authors=authors, venue=venue if isinstance(venue, str) else None,
+                   venue_kind="journal" if journal and isinstance(venue, str) and venue else None,
                    year=year if isinstance(year, int) and 1000 <= year <= 9999 else None,
                    date=date if isinstance(date, str) else None, doi=doi,
                    categories=[str(t) for t in topics], line=line)

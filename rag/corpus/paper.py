@@ -20,9 +20,13 @@ class Paper:
     doi: str | None = None
     journal_ref: str | None = None
     venue: str | None = None
+    venue_kind: str | None = None  # "journal" where the reader knows it is one; None: a conference or not known
     year: int | None = None
     date: str | None = None
     comments: list[str] = field(default_factory=list)
+    # Each author's parts (rag.corpus.names), kept only where a display string alone would be
+    # read wrong ("Martin Luther King Jr.", "Google Research"); empty for most papers.
+    author_names: list[dict[str, str]] = field(default_factory=list)
     categories: list[str] = field(default_factory=list)  # arXiv's, MeSH, concepts, collections
     # Other identifiers: pmid, pmcid, openalex, s2 (corpus id), zotero (item key).
     ids: dict[str, str] = field(default_factory=dict)
@@ -37,7 +41,10 @@ class Paper:
     INTERNAL: ClassVar[frozenset[str]] = frozenset({"line", "format"})  # not stored, not in to_dict()
     # Fields added after indexes were built: left out of the content hash while empty, so a
     # re-ingest does not take every stored paper for changed and embed it again.
-    LATER: ClassVar[frozenset[str]] = frozenset({"categories", "ids", "sources"})
+    LATER: ClassVar[frozenset[str]] = frozenset({"categories", "ids", "sources", "venue_kind", "author_names"})
+    # Fields that describe another one (venue_kind the venue, author_names the authors): a
+    # merge takes them from another record only with the field they describe.
+    PAIRED: ClassVar[dict[str, str]] = {"venue_kind": "venue", "author_names": "authors"}
 
     def to_dict(self) -> dict[str, Any]:
         d = asdict(self)
@@ -62,11 +69,14 @@ class Paper:
             # The id is the arXiv id whenever one is known, whichever file came first.
             self.paper_id = other.arxiv_id
         for f in fields(self):
-            if f.name in ("paper_id", "source", "position", "line", "format", "sources"):
+            if f.name in ("paper_id", "source", "position", "line", "format", "sources") or f.name in self.PAIRED:
                 continue
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
             if not mine and theirs:
                 setattr(self, f.name, theirs)
+        for name, described in self.PAIRED.items():
+            if not getattr(self, name) and getattr(self, described) == getattr(other, described):
+                setattr(self, name, getattr(other, name))
         self.ids = {**other.ids, **self.ids}  # every identifier either record has
         if other.title and self.label != self.title:
             self.label = self.title or self.label

@@ -15,6 +15,7 @@ from pathlib import Path
 from typing import Any
 
 from rag.corpus.formats import _paper
+from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
 from rag.corpus.streams import Stream, open_binary
 from rag.errors import ParseError
@@ -61,16 +62,15 @@ def _date(pub: Any) -> tuple[int | None, str | None]:
     return (int(found.group(1)), None) if found else (None, None)
 
 
-def _authors(article: Any) -> list[str]:
+def _authors(article: Any) -> list[Name]:
     names = []
     for a in article.findall("AuthorList/Author"):
         collective = _text(a.find("CollectiveName"))
         if collective:
-            names.append(collective)
+            names.append(organisation(collective))
             continue
-        name = " ".join(filter(None, [a.findtext("ForeName") or a.findtext("Initials"), a.findtext("LastName")]))
-        if name.strip():
-            names.append(" ".join(name.split()))
+        names.append(person(a.findtext("LastName") or "", a.findtext("ForeName") or a.findtext("Initials") or "",
+                            a.findtext("Suffix") or ""))
     return names
 
 
@@ -98,8 +98,11 @@ def article_paper(elem: Any, source: str, n: int) -> Paper | None:
                 doi = loc.text.strip()
     year, date = _date(article.find("Journal/JournalIssue/PubDate"))
     mesh = [_text(d) for d in citation.findall("MeshHeadingList/MeshHeading/DescriptorName")]
-    paper = _paper(abstract, title=_text(article.find("ArticleTitle")) or None, authors=_authors(article),
-                   venue=_text(article.find("Journal/Title")) or None, year=year, date=date, doi=doi,
+    authors, author_names = authors_and_names(_authors(article))
+    venue = _text(article.find("Journal/Title")) or None
+    paper = _paper(abstract, title=_text(article.find("ArticleTitle")) or None, authors=authors,
+                   author_names=author_names, venue=venue, venue_kind="journal" if venue else None,
+                   year=year, date=date, doi=doi,
                    categories=[m for m in mesh if m], line=0)
     paper.paper_id = f"PMID:{pmid}"
     paper.ids = ids

@@ -60,11 +60,19 @@ def record_paper(obj: dict[str, Any], source: str, line: int) -> Paper | None:
     cats = [f["category"] for f in fields if isinstance(f, dict) and isinstance(f.get("category"), str)]
     cats += [f for f in obj.get("fieldsOfStudy") or [] if isinstance(f, str)]
     venue = obj.get("venue") or ((obj.get("journal") or {}).get("name") if isinstance(obj.get("journal"), dict) else None)
+    place = _get(obj, "publicationVenue", "publicationvenue")
+    types = _get(obj, "publicationTypes", "publicationtypes")
+    types = types if isinstance(types, list) else []
+    # the venue's own type where the API gives it, else the paper's types (a conference paper
+    # is often typed JournalArticle too, with Conference beside it)
+    journal = (place.get("type") == "journal" if isinstance(place, dict) and place.get("type")
+               else "JournalArticle" in types and "Conference" not in types)
     year = obj.get("year")
     date = _get(obj, "publicationDate", "publicationdate")
     paper = _paper(abstract if isinstance(abstract, str) and abstract.strip() else "-",
                    title=obj.get("title") or None, arxiv_id=arxiv_id, authors=authors,
                    venue=venue if isinstance(venue, str) and venue.strip() else None,
+                   venue_kind="journal" if journal and isinstance(venue, str) and venue.strip() else None,
                    year=year if isinstance(year, int) and 1000 <= year <= 9999 else None,
                    date=date if isinstance(date, str) else None, doi=norm_doi(ext.get("DOI")),
                    categories=list(dict.fromkeys(cats)), line=line)

@@ -18,6 +18,7 @@ from urllib.parse import quote
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.merge import norm_doi
+from rag.corpus.names import authors_and_names, organisation, person
 from rag.corpus.paper import Paper
 from rag.corpus.streams import SQLITE_MAGIC, Stream
 from rag.errors import InputError, ParseError
@@ -99,7 +100,7 @@ def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[in
         types, fields = _table(con, "itemTypesCombined", "itemTypes"), _table(con, "fieldsCombined", "fields")
         skip = ",".join("?" * len(SKIPPED_TYPES))
         items = con.execute(
-            f"SELECT i.itemID, i.key FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID "
+            f"SELECT i.itemID, i.key, t.typeName FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID "
             f"WHERE t.typeName NOT IN ({skip}) AND i.itemID NOT IN (SELECT itemID FROM deletedItems) "
             "ORDER BY i.itemID", SKIPPED_TYPES).fetchall()
         trashed = con.execute(
@@ -107,7 +108,7 @@ def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[in
             f"ON t.itemTypeID = i.itemTypeID WHERE t.typeName NOT IN ({skip})", SKIPPED_TYPES).fetchone()[0]
         if trashed:
             stream.leave_out("Zotero items in the trash", trashed)
-        for n, (item_id, key) in enumerate(items, 1):
+        for n, (item_id, key, kind) in enumerate(items, 1):
             colls = con.execute(
                 "SELECT c.collectionID, c.collectionName FROM collectionItems ci JOIN collections c "
                 "ON c.collectionID = ci.collectionID WHERE ci.itemID = ? ORDER BY c.collectionName",
@@ -122,7 +123,7 @@ def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[in
             if not values.get("abstractNote", "").strip():
                 stream.leave_out("Zotero items without an abstract")
                 continue
-            paper = _item_paper(con, item_id, key, values, [c for _, c in colls], n)
+            paper = _item_paper(con, item_id, key, kind, values, [c for _, c in colls], n)
             yield paper
     except sqlite3.Error as exc:
         stream.problems.append(ParseError(source, None, f"Zotero database that cannot be read ({exc})",
@@ -131,21 +132,27 @@ def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[in
         con.close()
 
 
-def _item_paper(con: sqlite3.Connection, item_id: int, key: str, values: dict[str, str],
+def _item_paper(con: sqlite3.Connection, item_id: int, key: str, kind: str, values: dict[str, str],
                 collections: list[str], n: int) -> Paper:
     creators = con.execute(
-        "SELECT c.firstName, c.lastName, t.creatorType FROM itemCreators ic JOIN creators c "
+        "SELECT c.firstName, c.lastName, c.fieldMode, t.creatorType FROM itemCreators ic JOIN creators c "
         "ON c.creatorID = ic.creatorID LEFT JOIN creatorTypes t ON t.creatorTypeID = ic.creatorTypeID "
         "WHERE ic.itemID = ? ORDER BY ic.orderIndex", (item_id,)).fetchall()
-    authors = [" ".join(filter(None, [f, last])) for f, last, kind in creators if kind in (None, "author")]
-    authors = [a for a in authors if a.strip()] or [" ".join(filter(None, [f, last])) for f, last, _ in creators]
+    # fieldMode 1: a creator typed in one field ("World Health Organization"), not First Last
+    names = [(organisation(last or "") if mode == 1 else person(last or "", first or ""), role)
+             for first, last, mode, role in creators]
+    authors, author_names = authors_and_names([n for n, role in names if role in (None, "author")])
+    if not authors:
+        authors, author_names = authors_and_names([n for n, _ in names])
     # Zotero stores dates as "YYYY-MM-DD original text" (00 for an unknown month or day)
     date_field = values.get("date", "")
     year = re.match(r"(\d{4})", date_field)
     iso = re.match(r"(\d{4}-\d{2}-\d{2})", date_field)
     venue = next((values[f] for f in _VENUE_FIELDS if values.get(f, "").strip()), None)
     paper = _paper(values["abstractNote"], title=values.get("title"), arxiv_id=arxiv_id(values),
-                   authors=authors, venue=venue, year=int(year.group(1)) if year else None,
+                   authors=authors, author_names=author_names, venue=venue,
+                   venue_kind="journal" if venue and kind == "journalArticle" else None,
+                   year=int(year.group(1)) if year else None,
                    date=iso.group(1) if iso and "-00" not in iso.group(1) else None,
                    doi=norm_doi(values.get("DOI")), categories=collections, line=0)
     paper.ids = {"zotero": key}

@@ -208,7 +208,8 @@ class RagTools:
         papers = list({p.paper_id: p for p in (find_paper(retriever, i) for i in paper_ids)}.values())
 
         def build(kept: Sequence[Paper], more: int) -> ExportResult:
-            return ExportResult(format=fmt, count=len(kept), text=export(list(kept), fmt),  # type: ignore[arg-type]
+            return ExportResult(format=fmt, count=len(kept),  # type: ignore[arg-type]
+                                text=export(list(kept), fmt, retriever.snapshot().papers.values()),
                                 remaining_ids=[p.paper_id for p in papers[len(kept):]])
 
         return fit(papers, build, budget)

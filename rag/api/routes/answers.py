@@ -41,8 +41,10 @@ async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep,
         from rag.export import export
 
         fmt, cited = body.export, [s.paper for s in ans.sources]
+        # keys chosen among every paper of the index, as in every other export from it
+        every = pipeline.retriever.snapshot
         out["export"] = {"format": fmt,
-                         "text": await relay.run_blocking(exports, lambda: export(cited, fmt))}
+                         "text": await relay.run_blocking(exports, lambda: export(cited, fmt, every().papers.values()))}
     return out
 
 

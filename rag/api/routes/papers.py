@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
 
@@ -39,10 +39,12 @@ EXPORT_RESPONSES: dict[int | str, dict[str, Any]] = {200: {"content": {
     media: {"schema": {"type": "string"}} for media in MEDIA_TYPES.values()}}}
 
 
-async def _exported(exports: ThreadPoolExecutor, papers: list[Paper], fmt: str) -> Response:
+async def _exported(exports: ThreadPoolExecutor, papers: list[Paper], fmt: str,
+                    every: Iterable[Paper]) -> Response:
     # In the export pool, off the event loop and off the pool /health uses: LaTeX-escaping
-    # 2,000 abstracts takes seconds. A large export streams, written a part at a time.
-    parts = export_parts(papers, fmt)
+    # 2,000 abstracts takes seconds. A large export streams, written a part at a time. Keys
+    # are chosen among `every` paper of the index, so that each export gives a paper its key.
+    parts = export_parts(papers, fmt, index_papers=every)
     if len(parts) == 1:
         return Response(await relay.run_blocking(exports, parts[0]), media_type=MEDIA_TYPES[fmt])
 
@@ -81,10 +83,10 @@ async def papers(
         "e.g. the papers an answer cites, for the page's \"copy BibTeX\".")] = None,
 ) -> Any:
     # An export lists the papers in its own pool too: that listing is most of a small export.
-    listed = await relay.run_blocking(exports if format != "json" else light, pipeline.retriever.papers)
-    listed = select(listed, id or [])
+    every = await relay.run_blocking(exports if format != "json" else light, pipeline.retriever.papers)
+    listed = select(every, id or [])
     if format != "json":
-        return await _exported(exports, listed, format)
+        return await _exported(exports, listed, format, every)
     return {"papers": [p.to_dict() for p in listed]}
 
 
@@ -99,5 +101,6 @@ async def paper(paper_id: str, pipeline: PipelineDep, light: LightExecutorDep,
         raise NotFound(f"no paper with id {paper_id!r} in the index '{settings.index}'",
                        "list the ids with GET /papers, or find papers with GET /search?q=...")
     if format != "json":
-        return await _exported(exports, [found], format)
+        every = await relay.run_blocking(light, lambda: list(pipeline.retriever.snapshot().papers.values()))
+        return await _exported(exports, [found], format, every)
     return found.to_dict()

@@ -1,7 +1,8 @@
 """Citation export: Paper records as BibTeX, RIS or CSL-JSON, for a reference manager.
 
-bibtexparser writes the BibTeX (and splits names by BibTeX's own First/von/Last/Jr rules for
-all three formats), pylatexenc escapes LaTeX, rispy writes RIS; CSL-JSON is plain JSON.
+bibtexparser writes the BibTeX, pylatexenc escapes LaTeX, rispy writes RIS; CSL-JSON is plain
+JSON. Names come in the parts their reader kept, else split by BibTeX's own First/von/Last/Jr
+rules (rag.corpus.names), for all three formats.
 """
 
 from __future__ import annotations
@@ -10,7 +11,6 @@ import json
 import logging
 import os
 import re
-import unicodedata
 from collections.abc import Callable, Iterable
 from pathlib import Path
 from typing import Any
@@ -18,7 +18,6 @@ from typing import Any
 import bibtexparser
 import rispy
 from bibtexparser.middlewares import AddEnclosingMiddleware
-from bibtexparser.middlewares.names import NameParts, parse_single_name_into_parts
 from bibtexparser.model import Entry, Field
 from pylatexenc.latexencode import (
     RULE_DICT,
@@ -27,8 +26,13 @@ from pylatexenc.latexencode import (
     UnicodeToLatexEncoder,
 )
 
+from rag.corpus.names import Name, paper_names
 from rag.corpus.paper import Paper, clean_doi, real_date
 from rag.errors import InputError
+from rag.export.keys import cite_keys
+
+__all__ = ["EXTENSIONS", "FORMATS", "MEDIA_TYPES", "PART_PAPERS", "cite_keys", "export", "export_parts",
+           "format_for_path", "latex", "save", "select", "to_bibtex", "to_csl_json", "to_ris", "write_export"]
 
 log = logging.getLogger(__name__)
 MEDIA_TYPES = {
@@ -54,11 +58,6 @@ _LATEX = UnicodeToLatexEncoder(
     unknown_char_policy="keep",
     unknown_char_warning=False,
 )
-_TITLE_STOP = frozenset({
-    "a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "toward", "towards", "via",
-    "from", "by", "at", "is", "are", "do", "does", "how", "what", "why", "when", "can", "your",
-    "you", "we", "our"
-})
 
 
 def latex(text: str) -> str:
@@ -71,86 +70,22 @@ def _flat(text: str) -> str:
     return " ".join(text.split())
 
 
-# -- names and keys ---------------------------------------------------------------------------
-
-
-# A brace in a stored name is a character ("Jane } Doe"), not BibTeX grouping: it is kept
-# out of the splitter's sight, which would move it into another part or drop it.
-_HIDE_BRACES = str.maketrans({"{": "\ue001", "}": "\ue002"})
-_SHOW_BRACES = str.maketrans({"\ue001": "{", "\ue002": "}"})
-
-
-def name_parts(name: str) -> NameParts:
-    """BibTeX's reading of "First von Last" ("Javier de Juan": von "de", last "Juan"). A name
-    typed all in lower case ("colby banbury") has no von part to find: first + last."""
-    words = _flat(name).translate(_HIDE_BRACES).split()
-    if len(words) > 1 and not any(c.isupper() for c in name):
-        parts = NameParts(first=words[:-1], last=words[-1:])
-    else:
-        parts = parse_single_name_into_parts(" ".join(words), strict=False)
-    return NameParts(*([w.translate(_SHOW_BRACES) for w in part]
-                       for part in (parts.first, parts.von, parts.last, parts.jr)))
-
-
-def _ascii(text: str) -> str:
-    plain = unicodedata.normalize("NFKD", text).encode("ascii", "ignore").decode()
-    return re.sub(r"[^a-z0-9]", "", plain.lower())
-
-
-def _base_key(p: Paper) -> str:
-    author = _ascii("".join(name_parts(p.authors[0]).last)) if p.authors else ""
-    words = [_ascii(w) for w in _flat(p.title or p.label).split()]
-    word = next((w for w in words if w and w not in _TITLE_STOP), next(filter(None, words), ""))
-    year = str(p.year or "")
-    key = f"{author}{year}{word}" if author else f"{word}{year}"
-    return key or "paper"
-
-
-def _suffix(i: int) -> str:
-    """a, b, ..., z, aa, ab, ...: the letters BibTeX users expect after a clashing key."""
-    out = ""
-    i += 1
-    while i:
-        i, r = divmod(i - 1, 26)
-        out = chr(ord("a") + r) + out
-    return out
-
-
-def cite_keys(papers: Iterable[Paper]) -> dict[str, str]:
-    """paper_id -> citation key: first author's last name + year + first title word
-    ("gale2023megablocks"). Papers that share a key all get a, b, ... in paper-id order, so a
-    paper's key does not depend on the order it was listed in."""
-    groups: dict[str, list[str]] = {}
-    for p in papers:
-        ids = groups.setdefault(_base_key(p), [])
-        if p.paper_id not in ids:
-            ids.append(p.paper_id)
-    keys: dict[str, str] = {}
-    taken = {base for base, ids in groups.items() if len(ids) == 1}
-    for base, ids in sorted(groups.items()):
-        if len(ids) == 1:
-            keys[ids[0]] = base
-            continue
-        i = 0
-        for pid in sorted(ids):
-            while f"{base}{_suffix(i)}" in taken:
-                i += 1
-            keys[pid] = f"{base}{_suffix(i)}"
-            taken.add(keys[pid])
-    return keys
-
-
 # -- what kind of publication -----------------------------------------------------------------
 
 
 def _kind(p: Paper) -> str:
-    """A venue (MLSys, ICML, ...) is a conference; a journal ref alone is a journal; else an
-    arXiv preprint, or an untyped record."""
+    """A venue is a conference (MLSys, ICML, ...) unless its reader knew it for a journal; a
+    journal ref alone is a journal; else an arXiv preprint, or an untyped record."""
     if p.venue:
-        return "conference"
+        return "journal" if p.venue_kind == "journal" else "conference"
     if p.journal_ref:
         return "journal"
     return "preprint" if p.arxiv_id else "other"
+
+
+def _container(p: Paper) -> str | None:
+    """The proceedings or journal the paper is in."""
+    return p.venue or p.journal_ref
 
 
 def _note(p: Paper) -> str | None:
@@ -183,19 +118,51 @@ def _doi(p: Paper) -> str | None:
 _BIBTEX_TYPES = {"conference": "inproceedings", "journal": "article", "preprint": "misc", "other": "misc"}
 
 
-def _bibtex_name(name: str) -> str:
-    merged = name_parts(name).merge_last_name_first
+def _bibtex_name(n: Name) -> str:
+    """"von Last, Jr, First"; an organisation, and a family name BibTeX would split
+    ("Ramón y Cajal"), in braces."""
+    if "literal" in n:
+        text = f"{{{latex(n['literal'])}}}"
+    else:
+        family = latex(n.get("family", ""))
+        if "," in family or any(w[:1].islower() for w in family.split()[1:]):
+            family = f"{{{family}}}"
+        head = " ".join(filter(None, [latex(n.get("non-dropping-particle", "")), family]))
+        given, suffix = latex(n.get("given", "")), latex(n.get("suffix", ""))
+        text = ", ".join([head, suffix, given] if suffix else [head, given] if given else [head])
     # A bare "and" inside one name would split it in two.
-    return re.sub(r"(?<!\S)and(?!\S)", "{and}", latex(merged))
+    return re.sub(r"(?<!\S)and(?!\S)", "{and}", text)
+
+
+# A word in capitals (GPU, U.S.) or with a capital inside it (DynaPipe, BERT-style; not
+# Large-Scale) is braced, as Zotero and Better BibTeX write it, so that a style that sets
+# titles in sentence case keeps it as it is.
+_WORD = re.compile(r"\w+(?:[-'’.]\w+)*")
+_WORD_PART = re.compile(r"[-'’.]")
+
+
+def _protected(word: str) -> bool:
+    letters = [c for c in word if c.isalpha()]
+    return (len(letters) > 1 and all(c.isupper() for c in letters)) or any(
+        c.isupper() for part in _WORD_PART.split(word) for c in part[1:])
+
+
+def _bibtex_title(title: str) -> str:
+    title, out, at = _flat(title), [], 0
+    for m in _WORD.finditer(title):
+        word = _LATEX.unicode_to_latex(m.group())
+        out += [_LATEX.unicode_to_latex(title[at:m.start()]), f"{{{word}}}" if _protected(m.group()) else word]
+        at = m.end()
+    return "".join(out) + _LATEX.unicode_to_latex(title[at:])
 
 
 def _bibtex_entry(p: Paper, key: str) -> Entry:
     kind = _kind(p)
     fields: list[tuple[str, str | None]] = [
-        ("author", " and ".join(_bibtex_name(a) for a in p.authors) or None),
-        ("title", latex(p.title or p.label)),
-        ("booktitle", latex(p.venue) if kind == "conference" and p.venue else None),
-        ("journal", latex(p.journal_ref) if kind == "journal" and p.journal_ref else None),
+        ("author", " and ".join(_bibtex_name(n) for n in paper_names(p.authors, p.author_names)) or None),
+        ("title", _bibtex_title(p.title or p.label)),
+        ("booktitle", latex(container) if kind == "conference" and (container := _container(p)) else None),
+        ("journal", latex(container) if kind == "journal" and (container := _container(p)) else None),
         ("year", str(p.year) if p.year else None),
         ("date", "-".join(f"{x:02d}" for x in parts) if len(parts := _date_parts(p)) == 3 else None),
         # doi, eprint and url are verbatim fields for biblatex: escaping "_" there would
@@ -225,11 +192,10 @@ def to_bibtex(papers: list[Paper], keys: dict[str, str] | None = None) -> str:
 _RIS_TYPES = {"conference": "CONF", "journal": "JOUR", "preprint": "UNPB", "other": "GEN"}
 
 
-def _ris_name(name: str) -> str:
-    """RIS wants "Last, First, Suffix"."""
-    n = name_parts(name)
-    head = " ".join(n.von + n.last)
-    return ", ".join(part for part in (head, " ".join(n.first), " ".join(n.jr)) if part)
+def _ris_name(n: Name) -> str:
+    """RIS wants "Last, First, Suffix" (an organisation as it is named)."""
+    head = n.get("literal") or " ".join(filter(None, [n.get("non-dropping-particle"), n.get("family")]))
+    return ", ".join(filter(None, [head, n.get("given"), n.get("suffix")]))
 
 
 def _ris_record(p: Paper, key: str) -> dict[str, Any]:
@@ -238,12 +204,13 @@ def _ris_record(p: Paper, key: str) -> dict[str, Any]:
     record: dict[str, Any] = {
         "type_of_reference": _RIS_TYPES[kind],
         "id": key,
-        "authors": [_ris_name(a) for a in p.authors],
+        "authors": [_ris_name(n) for n in paper_names(p.authors, p.author_names)],
         "title": _flat(p.title or p.label),
         "year": str(p.year) if p.year else None,
         "date": "/".join(f"{x:02d}" for x in parts) + "/" if len(parts) == 3 else None,
-        "secondary_title": _flat(p.venue) if kind == "conference" and p.venue else None,
-        "journal_name": _flat(p.journal_ref) if kind == "journal" and p.journal_ref else None,
+        # T2 is the container of both (Zotero, EndNote); JO the journal's name (Mendeley)
+        "secondary_title": _flat(_container(p) or "") if kind in ("conference", "journal") else None,
+        "journal_name": _flat(_container(p) or "") if kind == "journal" else None,
         "notes": [_flat(note)] if (note := _note(p)) else [],
         "doi": _doi(p),
         "urls": [url] if (url := _url(p)) else [],
@@ -271,13 +238,6 @@ _CSL_TYPES = {"conference": "paper-conference", "journal": "article-journal", "p
               "other": "article"}
 
 
-def _csl_name(name: str) -> dict[str, str]:
-    n = name_parts(name)
-    parts = {"family": " ".join(n.last), "given": " ".join(n.first),
-             "non-dropping-particle": " ".join(n.von), "suffix": " ".join(n.jr)}
-    return {k: v for k, v in parts.items() if v}
-
-
 def _csl_item(p: Paper, key: str) -> dict[str, Any]:
     kind = _kind(p)
     parts = _date_parts(p)
@@ -285,9 +245,9 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
         "id": key,
         "type": _CSL_TYPES[kind],
         "title": _flat(p.title or p.label),
-        "author": [_csl_name(a) for a in p.authors],
+        "author": [{k: _flat(v) for k, v in n.items()} for n in paper_names(p.authors, p.author_names)],
         "issued": {"date-parts": [parts]} if parts else None,
-        "container-title": _flat(p.venue or p.journal_ref or "") if kind in ("conference", "journal") else None,
+        "container-title": _flat(_container(p) or "") if kind in ("conference", "journal") else None,
         "note": _flat(note) if (note := _note(p)) else None,
         "number": f"arXiv:{p.arxiv_id}" if kind == "preprint" else None,
         "publisher": "arXiv" if kind == "preprint" else None,
@@ -325,22 +285,24 @@ def select(papers: list[Paper], ids: Iterable[str]) -> list[Paper]:
     return [by_id[i] for i in ids]
 
 
-def export(papers: list[Paper], fmt: str) -> str:
-    """The papers as one BibTeX, RIS or CSL-JSON document, in the order given."""
+def export(papers: list[Paper], fmt: str, index_papers: Iterable[Paper] = ()) -> str:
+    """The papers as one BibTeX, RIS or CSL-JSON document, in the order given; keys are
+    chosen among `index_papers` too (every paper of their index: cite_keys)."""
     if fmt not in _WRITERS:
         raise InputError(f"unknown export format {fmt!r}", f"use one of: {', '.join(FORMATS)}")
-    return _WRITERS[fmt](papers, cite_keys(papers))
+    return _WRITERS[fmt](papers, cite_keys(papers, index_papers))
 
 
-def export_parts(papers: list[Paper], fmt: str, size: int | None = None) -> list[Callable[[], str]]:
+def export_parts(papers: list[Paper], fmt: str, size: int | None = None,
+                 index_papers: Iterable[Paper] = ()) -> list[Callable[[], str]]:
     """The same document as `export`, in parts of `size` papers, each written when called
     (so a server can stream a large export and write each part off its event loop):
     "".join(part() for part in export_parts(...)) == export(...). Keys are chosen over all
     the papers at once, as `export` does."""
     size = size or PART_PAPERS
     if fmt not in _WRITERS or len(papers) <= size:
-        return [lambda: export(papers, fmt)]
-    keys, writer, join = cite_keys(papers), _WRITERS[fmt], _JOINS[fmt]
+        return [lambda: export(papers, fmt, index_papers)]
+    keys, writer, join = cite_keys(papers, index_papers), _WRITERS[fmt], _JOINS[fmt]
     chunks = [papers[i : i + size] for i in range(0, len(papers), size)]
 
     def part(i: int) -> str:
@@ -368,11 +330,11 @@ def format_for_path(path: Path) -> str:
     return fmt
 
 
-def write_export(papers: list[Paper], path: Path) -> str:
+def write_export(papers: list[Paper], path: Path, index_papers: Iterable[Paper] = ()) -> str:
     """Write the papers to path in the format its extension names; returns that format."""
     path = Path(path)
     fmt = format_for_path(path)
-    save(path, export(papers, fmt))
+    save(path, export(papers, fmt, index_papers))
     return fmt
 
 
