@@ -22,7 +22,7 @@ import numpy as np
 
 from rag.config import Settings
 from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
-from rag.corpus.merge import Merge, Merger, entries, merge_with_index
+from rag.corpus.merge import Merge, Merger, entries, gone_sources, merge_with_index
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
@@ -232,7 +232,7 @@ def ingest(
         source_paths = store.source_paths() if prune else {}
         papers, merges, absorbed = merge_with_index(papers, list(stored.values()),
                                                     {r.source for r in results}, replace,
-                                                    _gone_sources(stored, source_paths))
+                                                    gone_sources(stored, source_paths))
         report.merges += merges
         report.papers = len(papers)
         todo: dict[str, list[Paper]] = defaultdict(list)
@@ -301,17 +301,6 @@ def ingest(
             store.close()
     report.seconds = time.perf_counter() - started
     return report
-
-
-def _gone_sources(stored: dict[str, Paper], source_paths: dict[str, str]) -> frozenset[str]:
-    """With --prune (`source_paths` given): the files the stored papers came from that no
-    longer exist. A file is checked at the absolute path it had when a paper was indexed
-    from it, else (a file that only added records to papers of other files) as written."""
-    if not source_paths:
-        return frozenset()
-    where = {p.source: source_paths[pid] for pid, p in stored.items() if pid in source_paths}
-    named = {str(e.get("source")) for p in stored.values() for e in entries(p)}
-    return frozenset(src for src in named | set(where) if not Path(where.get(src, src)).exists())
 
 
 def _model_texts(paper: Paper, chunks: list[Chunk], weights: np.ndarray | None) -> int:

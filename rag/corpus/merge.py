@@ -21,6 +21,7 @@ from __future__ import annotations
 import copy
 import unicodedata
 from dataclasses import dataclass
+from pathlib import Path
 
 from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_link
 
@@ -306,3 +307,14 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
             p.paper_id = distinct_id(p, ids)
             ids.add(p.paper_id)
     return out, merges, absorbed - {p.paper_id for p in out}
+
+
+def gone_sources(stored: dict[str, Paper], source_paths: dict[str, str]) -> frozenset[str]:
+    """With --prune (`source_paths` given): the files the stored papers came from that no
+    longer exist. A file is checked at the absolute path it had when a paper was indexed
+    from it, else (a file that only added records to papers of other files) as written."""
+    if not source_paths:
+        return frozenset()
+    where = {p.source: source_paths[pid] for pid, p in stored.items() if pid in source_paths}
+    named = {str(e.get("source")) for p in stored.values() for e in entries(p)}
+    return frozenset(src for src in named | set(where) if not Path(where.get(src, src)).exists())
