@@ -123,6 +123,24 @@ def test_bibtex_entries_golden_and_entries_without_abstract_counted() -> None:
     assert fields(result) == BIB_GOLDEN
 
 
+def test_maths_in_a_snapshot_and_a_bibtex_entry_reads_as_maths(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": "math/0703001", "title": "On the Schr\\\"odinger equation in $\\mathbb{R}^3$",
+        "abstract": "We study $i\\partial_t u = -\\Delta u$ and solve it in $O(n\\log n)$ time.",
+        "versions": [{"version": "v1", "created": "Thu, 1 Mar 2007 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    [paper] = read_file(snapshot).papers
+    assert paper.title == "On the Schrödinger equation in ℝ³"
+    assert paper.abstract == "We study i∂_t u = -Δu and solve it in O(n log n) time."
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@article{a, title = {A $\\frac{1}{2}$-approximation in $O(\\sqrt{n})$ rounds},\n"
+                   " abstract = {Gradients $\\nabla f$ of $\\mathcal{O}(1)$ cost.}}\n")
+    [paper] = read_file(bib).papers
+    assert (paper.title, paper.abstract) == ("A 1/2-approximation in O(√n) rounds",
+                                             "Gradients ∇f of O(1) cost.")
+
+
 def test_bibtex_found_in_a_folder_and_detected_from_content(tmp_path: Path) -> None:
     (tmp_path / "refs.bib").write_bytes(BIB.read_bytes())
     (tmp_path / "exported.txt").write_bytes(BIB.read_bytes())  # the name decides nothing
