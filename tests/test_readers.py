@@ -88,6 +88,23 @@ def test_pubmed_truncated_file_names_the_file(tmp_path: Path) -> None:
     assert result.problems and "cut.xml" in str(result.problems[-1])
 
 
+def test_pubmed_superscripts_and_subscripts_stay_raised_and_lowered(tmp_path: Path) -> None:
+    xml = tmp_path / "sup.xml"
+    xml.write_text(
+        '<?xml version="1.0"?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation><PMID>1</PMID><Article>'
+        "<ArticleTitle>CO<sub>2</sub> and Ca<sup>2+</sup> in V<sub>max</sub></ArticleTitle><Abstract><AbstractText>"
+        "LDL-C at 10<sup>3</sup> sites; P = 5 \u00d7 10<sup>-8</sup> (or 10<sup>\u22128</sup>); the effect size "
+        '<mml:math xmlns:mml="http://www.w3.org/1998/Math/MathML"><mml:msup><mml:mi>R</mml:mi>'
+        "<mml:mn>2</mml:mn></mml:msup></mml:math> was 0.41; "
+        '<mml:math xmlns:mml="http://www.w3.org/1998/Math/MathML"><mml:msub><mml:mi>x</mml:mi>'
+        "<mml:mi>i</mml:mi></mml:msub></mml:math> per site<sup>a</sup>."
+        "</AbstractText></Abstract></Article></MedlineCitation></PubmedArticle></PubmedArticleSet>\n")
+    [paper] = read_file(xml).papers
+    assert paper.title == "CO₂ and Ca²⁺ in V_(max)"
+    assert paper.abstract == ("LDL-C at 10³ sites; P = 5 × 10⁻⁸ (or 10⁻⁸); the effect size R² was 0.41; "
+                              "x_i per site^a.")
+
+
 # -- OpenAlex -------------------------------------------------------------------------------
 
 OPENALEX_GOLDEN = [
