@@ -258,6 +258,17 @@ def test_sqlite_that_is_not_zotero(tmp_path: Path) -> None:
         read_file(other)
 
 
+@pytest.mark.parametrize("name", ["openalex.jsonl", "openalex_api.json", "s2_graph.json",
+                                  "s2_papers.jsonl", "arxiv_snapshot.json", "pubmed.xml"])
+def test_a_utf8_byte_order_mark_changes_nothing(tmp_path: Path, name: str) -> None:
+    bom = tmp_path / name
+    bom.write_bytes(b"\xef\xbb\xbf" + (DATA / name).read_bytes())  # as Windows tools save text
+    plain, result = read_file(DATA / name), read_file(bom)
+    assert (result.layout, result.problems, result.left_out) == (plain.layout, [], plain.left_out)
+    assert [p.to_dict() | {"source": ""} for p in result.papers] == [
+        p.to_dict() | {"source": ""} for p in plain.papers]
+
+
 def test_detected_from_content_not_name(tmp_path: Path, library: Path) -> None:
     for src, name in [(DATA / "pubmed.xml", "a.txt"), (DATA / "openalex.jsonl", "b.json"), (library, "c.bin")]:
         shutil.copy(src, tmp_path / name)

@@ -20,6 +20,7 @@ from typing import Any, BinaryIO
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
 from rag.corpus.paper import Paper, category_keys, real_date
+from rag.corpus.streams import BOM
 from rag.errors import InputError, ParseError
 
 LAYOUT = "arxiv-snapshot"
@@ -183,6 +184,8 @@ def is_snapshot(path: Path) -> bool:
     """Judged from the first non-blank line, read alone: the file may be gigabytes."""
     try:
         with path.open("rb") as fh:
+            if fh.read(len(BOM)) != BOM:
+                fh.seek(0)
             while raw := fh.readline(_PEEK):  # bounded: a binary file may have no newline
                 if raw.strip():
                     return raw.lstrip().startswith(b"{") and is_snapshot_line(
@@ -249,10 +252,12 @@ def _records(path: Path, source: str) -> Iterator[tuple[int, Any | ParseError]]:
                 yield no, ParseError(source, no, f"line is over {MAX_LINE_BYTES // 2**20} MB",
                                      "a snapshot record is a few KB: is this an arXiv snapshot?")
                 continue
+            if no == 1:
+                raw = raw.removeprefix(BOM)
             if not raw.strip():
                 continue
             try:
-                line = raw.decode("utf-8-sig" if no == 1 else "utf-8")
+                line = raw.decode("utf-8")
             except UnicodeDecodeError as exc:
                 yield no, ParseError(source, no, f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
                                      f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`")

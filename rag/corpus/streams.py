@@ -8,6 +8,7 @@ and why, and the PMIDs a PubMed update file deletes.
 
 from __future__ import annotations
 
+import codecs
 import gzip
 import json
 import zlib
@@ -22,6 +23,7 @@ from rag.errors import ParseError
 PEEK = 1 << 16
 MAX_PROBLEMS = 1000  # a file that is not what it looked like stops here
 SQLITE_MAGIC = b"SQLite format 3\x00"
+BOM = codecs.BOM_UTF8  # text the way Windows tools save it: never a reason to misread a file
 
 
 @dataclass
@@ -84,10 +86,10 @@ def open_binary(path: Path, source: str) -> IO[bytes]:
 
 
 def head(path: Path, source: str) -> bytes:
-    """The first PEEK bytes of the content (gunzipped)."""
+    """The first PEEK bytes of the content (gunzipped), without a UTF-8 byte-order mark."""
     try:
         with open_binary(path, source) as fh:
-            return fh.read(PEEK)
+            return fh.read(PEEK).removeprefix(BOM)
     except (OSError, EOFError, zlib.error) as exc:
         raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
 
@@ -123,6 +125,8 @@ def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int,
         with open_binary(path, source) as fh:
             first, skipped = b"", 0
             for raw in fh:
+                if not skipped:
+                    raw = raw.removeprefix(BOM)
                 if raw.strip():
                     first = raw
                     break
