@@ -8,13 +8,14 @@ from __future__ import annotations
 
 import gzip
 import hashlib
+import json
 import shutil
 import sqlite3
 from pathlib import Path
 
 import pytest
 
-from rag.corpus import read_file
+from rag.corpus import merge_papers, read_file
 from rag.errors import InputError, ParseError
 from rag.ingest import read_all
 from tests.zotero_fixture import sample_library
@@ -138,6 +139,59 @@ def test_openalex_api_response() -> None:
     [paper] = read_file(DATA / "openalex_api.json").papers
     assert paper.abstract == "Sparse attention scales; dense attention does not."
     assert (paper.venue, paper.year, paper.authors) == ("Transactions of the ACL", 2022, ["Rui Zhang"])
+
+
+def _work(ident: str, words: str, doi: str = "") -> dict[str, object]:
+    return {"id": f"https://openalex.org/{ident}", "doi": doi or None, "display_name": f"Work {ident}",
+            "publication_year": 2023, "abstract_inverted_index": {w: [i] for i, w in enumerate(words.split())}}
+
+
+def test_openalex_json_lines_whose_first_line_is_bad_keep_their_other_lines(tmp_path: Path) -> None:
+    good = [json.dumps(_work("W2", "Sharded tables speed up training.")),
+            json.dumps(_work("W3", "Sharded data parallel cuts memory."))]
+    part = tmp_path / "part_000.jsonl"
+    part.write_text(json.dumps(_work("W1", "This record was cut off."))[:60] + "\n" + "\n".join(good) + "\n")
+    with pytest.raises(ParseError) as refused:
+        read_all([part], skip_bad=False)
+    assert "part_000.jsonl:1: 2 good and 1 bad record(s); first: not valid JSON" in str(refused.value)
+    assert "--skip-bad" in refused.value.hint
+    results, skipped = read_all([part], skip_bad=True)
+    assert [p.paper_id for p in results[0].papers] == ["openalex:W2", "openalex:W3"]
+    [bad] = skipped
+    assert "part_000.jsonl:1: not valid JSON (Invalid control character at column 61)" in bad
+    assert "hint: JSON Lines hold one complete object per line" in bad
+
+
+@pytest.mark.parametrize(("name", "cut", "line"), [("openalex_api.json", "\"display_name\": \"Rui", 10),
+                                                 ("s2_graph.json", "\"title\": \"No abstract", 3)])
+def test_a_truncated_api_document_names_its_line(tmp_path: Path, name: str, cut: str, line: int) -> None:
+    text = (DATA / name).read_text()
+    assert text.splitlines()[line - 1].find(cut) >= 0  # the line the file now ends on
+    short = tmp_path / name
+    short.write_text(text[:text.index(cut) + len(cut)])
+    with pytest.raises(ParseError) as refused:
+        read_file(short)
+    assert str(refused.value).startswith(f"{short.as_posix()}:{line}: not valid JSON (Unterminated string")
+    assert "download it again" in refused.value.hint
+
+
+def test_records_of_a_pretty_printed_api_page_have_their_own_lines(tmp_path: Path) -> None:
+    page = tmp_path / "page.json"
+    page.write_text(json.dumps({"meta": {"count": 3}, "results": [
+        _work("W1", "Buff trains long sequences.", "10.1000/buff"),
+        _work("W2", "Buff trains long sequences fast.", "10.1000/buff"),  # the same paper again
+        {**_work("W3", "A bad record."), "authorships": 5},
+    ]}, indent=2))
+    result = read_file(page)
+    assert [p.line for p in result.papers] == [6, 26]  # where each record starts
+    [bad] = result.problems
+    assert bad.line == 49 and "field of the wrong type" in str(bad)
+    [paper] = merge_papers(result.papers)
+    assert [(e["line"], e.get("matched")) for e in paper.sources] == [(6, None), (26, "same DOI 10.1000/buff")]
+    compact = tmp_path / "compact.json"  # the same page on one line, as the API sends it
+    compact.write_text(page.read_text().replace("\n", " "))
+    [bad] = read_file(compact).problems
+    assert str(bad).startswith(f"{compact.as_posix()}:1: record 3 on this line: an OpenAlex work")
 
 
 # -- Semantic Scholar -----------------------------------------------------------------------
