@@ -141,6 +141,51 @@ def test_maths_in_a_snapshot_and_a_bibtex_entry_reads_as_maths(tmp_path: Path) -
                                              "Gradients ∇f of O(1) cost.")
 
 
+def test_bibtex_crossref_gives_an_entry_the_volumes_venue_and_year(tmp_path: Path) -> None:
+    bib = tmp_path / "dblp.bib"  # DBLP's export: each paper crossrefs its proceedings
+    bib.write_text("""@inproceedings{DBLP:conf/mlsys/ZhangL23,
+  crossref  = {DBLP:conf/mlsys/2023},
+  author    = {Zhang, Wei and Li, Na},
+  title     = {Pipeline Parallelism with Adaptive Micro-batching},
+  abstract  = {We introduce AdaPipe, which adapts micro-batch size per stage.}
+}
+@inproceedings{DBLP:conf/mlsys/Other23,
+  crossref  = {dblp:conf/mlsys/2023},
+  title     = {Another paper of the volume},
+  author    = {Okafor, Chidi},
+  year      = {2022},
+  abstract  = {A second paper, its own year kept.}
+}
+@inproceedings{DBLP:conf/osdi/X22,
+  crossref  = {DBLP:conf/osdi/2022},
+  title     = {A volume with a title only},
+  abstract  = {Its venue is the volume's title.}
+}
+@proceedings{DBLP:conf/mlsys/2023,
+  title     = {Proceedings of Machine Learning and Systems 5},
+  booktitle = {Proceedings of Machine Learning and Systems 5},
+  editor    = {Song, Dawn},
+  publisher = {mlsys.org},
+  year      = {2023},
+  doi       = {10.5555/mlsys2023},
+  url       = {https://proceedings.mlsys.org/volume5}
+}
+@proceedings{DBLP:conf/osdi/2022,
+  title     = {16th USENIX Symposium on Operating Systems Design and Implementation},
+  year      = {2022}
+}
+@misc{other, title = {An entry without an abstract}}
+""")
+    result = read_file(bib)
+    assert [(p.title, p.venue, p.year, p.doi) for p in result.papers] == [
+        ("Pipeline Parallelism with Adaptive Micro-batching", "Proceedings of Machine Learning and Systems 5", 2023, None),
+        ("Another paper of the volume", "Proceedings of Machine Learning and Systems 5", 2022, None),
+        ("A volume with a title only", "16th USENIX Symposium on Operating Systems Design and Implementation",
+         2022, None),
+    ]  # the volume's own DOI is not theirs: it would make the two papers one
+    assert result.left_out == {"BibTeX entries without an abstract": 1}  # not the two volumes
+
+
 def test_bibtex_found_in_a_folder_and_detected_from_content(tmp_path: Path) -> None:
     (tmp_path / "refs.bib").write_bytes(BIB.read_bytes())
     (tmp_path / "exported.txt").write_bytes(BIB.read_bytes())  # the name decides nothing
