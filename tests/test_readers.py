@@ -18,7 +18,7 @@ import pytest
 from rag.corpus import merge_papers, read_file
 from rag.errors import InputError, ParseError
 from rag.ingest import read_all
-from tests.zotero_fixture import sample_library
+from tests.zotero_fixture import Library, sample_library
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
 FIELDS = ["paper_id", "title", "authors", "abstract", "year", "date", "doi", "arxiv_id", "venue",
@@ -266,6 +266,20 @@ def test_zotero_golden_records(library: Path) -> None:
     assert result.note == "Zotero library, schema version 121"
     assert hashlib.sha256(library.read_bytes()).hexdigest() == before  # never written
     assert sorted(p.name for p in library.parent.iterdir()) == ["zotero.sqlite"]  # no journal left
+
+
+def test_zotero_feed_items_are_not_library_items(tmp_path: Path) -> None:
+    lib = Library(tmp_path / "zotero.sqlite")
+    lib.item("journalArticle", "MINE0001", {"title": "Elastic training on preemptible instances",
+                                            "abstractNote": "We train on preemptible instances."})
+    nature = lib.feed("Nature - Latest Research", "https://www.nature.com/nature.rss")
+    lib.feed_item(nature, "FEED0001", {"title": "Unread RSS item: coral reef bleaching",
+                                       "abstractNote": "Coral reefs bleached in 54 countries."},
+                  "https://www.nature.com/articles/x")
+    lib.close()
+    result = read_file(tmp_path / "zotero.sqlite")
+    assert [p.title for p in result.papers] == ["Elastic training on preemptible instances"]
+    assert result.left_out == {"Zotero feed items (RSS subscriptions, not the library)": 1}
 
 
 def test_zotero_data_directory(library: Path) -> None:
