@@ -8,6 +8,7 @@ The expected values were derived by hand from tests/data/formats/*, not from the
 
 from __future__ import annotations
 
+import gzip
 import json
 import tracemalloc
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from rag import corpus
 from rag.corpus import Restrict, read_file
-from rag.errors import InputError
+from rag.errors import InputError, ParseError
 from tests.conftest import run_rag
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
@@ -184,6 +185,38 @@ def test_bibtex_crossref_gives_an_entry_the_volumes_venue_and_year(tmp_path: Pat
          2022, None),
     ]  # the volume's own DOI is not theirs: it would make the two papers one
     assert result.left_out == {"BibTeX entries without an abstract": 1}  # not the two volumes
+
+
+@pytest.mark.parametrize(("name", "layout"), [("arxiv_snapshot.json", "arxiv-snapshot"), ("library.bib", "bibtex")])
+def test_a_gzipped_snapshot_or_bibtex_file_reads_as_the_plain_one(tmp_path: Path, name: str, layout: str) -> None:
+    gz = tmp_path / (name + ".gz")
+    gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + (DATA / name).read_bytes()))  # a BOM inside too
+    plain, result = read_file(DATA / name), read_file(gz)
+    assert (result.layout, result.problems, result.left_out) == (layout, [], plain.left_out)
+    assert fields(result) == fields(plain)
+    assert {gz} <= set(corpus.expand_paths([tmp_path]))  # a folder's .gz files are read too
+
+
+def test_a_damaged_or_binary_gzip_says_so(tmp_path: Path) -> None:
+    cut = tmp_path / "snapshot.json.gz"
+    cut.write_bytes(gzip.compress(SNAPSHOT.read_bytes() * 200)[:3000])
+    with pytest.raises(ParseError, match="damaged gzip file") as damaged:
+        read_file(cut)
+    assert damaged.value.hint == "download the file again"
+    archive = tmp_path / "refs.tar.gz"
+    archive.write_bytes(gzip.compress(b"refs.bib\x00\x00\x00" + BIB.read_bytes()))
+    with pytest.raises(ParseError, match="gzip-compressed file whose content is binary") as binary:
+        read_file(archive)
+    assert "unpack it first" in binary.value.hint
+
+
+def test_unknown_layout_hint_lists_the_library_formats(tmp_path: Path) -> None:
+    letter = tmp_path / "letter.txt"
+    letter.write_text("Dear editor,\nplease find attached our paper.\n")
+    with pytest.raises(ParseError, match="content is in no known layout") as unknown:
+        read_file(letter)
+    for fmt in ("BibTeX", "Zotero", "PubMed", "OpenAlex", "Semantic Scholar", "gzipped"):
+        assert fmt in unknown.value.hint
 
 
 def test_bibtex_found_in_a_folder_and_detected_from_content(tmp_path: Path) -> None:
