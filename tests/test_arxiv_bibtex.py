@@ -8,6 +8,7 @@ The expected values were derived by hand from tests/data/formats/*, not from the
 
 from __future__ import annotations
 
+import gzip
 import json
 import tracemalloc
 from pathlib import Path
@@ -16,7 +17,7 @@ import pytest
 
 from rag import corpus
 from rag.corpus import Restrict, read_file
-from rag.errors import InputError
+from rag.errors import InputError, ParseError
 from rag.export import export
 from tests.conftest import run_rag
 
@@ -136,6 +137,101 @@ def test_snapshot_and_bibtex_names_and_journals_export_as_their_source_had_them(
     library = export(read_file(BIB).papers[:2], "bibtex")
     assert "@article{muller2023fast," in library and "journal = {Proc. VLDB Endow. 16(4)}" in library
     assert "@inproceedings{smith2023retrieval," in library and "booktitle = {Proceedings of the 61st" in library
+
+
+def test_maths_in_a_snapshot_and_a_bibtex_entry_reads_as_maths(tmp_path: Path) -> None:
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": "math/0703001", "title": "On the Schr\\\"odinger equation in $\\mathbb{R}^3$",
+        "abstract": "We study $i\\partial_t u = -\\Delta u$ and solve it in $O(n\\log n)$ time.",
+        "versions": [{"version": "v1", "created": "Thu, 1 Mar 2007 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    [paper] = read_file(snapshot).papers
+    assert paper.title == "On the Schrödinger equation in ℝ³"
+    assert paper.abstract == "We study i∂_t u = -Δu and solve it in O(n log n) time."
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@article{a, title = {A $\\frac{1}{2}$-approximation in $O(\\sqrt{n})$ rounds},\n"
+                   " abstract = {Gradients $\\nabla f$ of $\\mathcal{O}(1)$ cost.}}\n")
+    [paper] = read_file(bib).papers
+    assert (paper.title, paper.abstract) == ("A 1/2-approximation in O(√n) rounds",
+                                             "Gradients ∇f of O(1) cost.")
+
+
+def test_bibtex_crossref_gives_an_entry_the_volumes_venue_and_year(tmp_path: Path) -> None:
+    bib = tmp_path / "dblp.bib"  # DBLP's export: each paper crossrefs its proceedings
+    bib.write_text("""@inproceedings{DBLP:conf/mlsys/ZhangL23,
+  crossref  = {DBLP:conf/mlsys/2023},
+  author    = {Zhang, Wei and Li, Na},
+  title     = {Pipeline Parallelism with Adaptive Micro-batching},
+  abstract  = {We introduce AdaPipe, which adapts micro-batch size per stage.}
+}
+@inproceedings{DBLP:conf/mlsys/Other23,
+  crossref  = {dblp:conf/mlsys/2023},
+  title     = {Another paper of the volume},
+  author    = {Okafor, Chidi},
+  year      = {2022},
+  abstract  = {A second paper, its own year kept.}
+}
+@inproceedings{DBLP:conf/osdi/X22,
+  crossref  = {DBLP:conf/osdi/2022},
+  title     = {A volume with a title only},
+  abstract  = {Its venue is the volume's title.}
+}
+@proceedings{DBLP:conf/mlsys/2023,
+  title     = {Proceedings of Machine Learning and Systems 5},
+  booktitle = {Proceedings of Machine Learning and Systems 5},
+  editor    = {Song, Dawn},
+  publisher = {mlsys.org},
+  year      = {2023},
+  doi       = {10.5555/mlsys2023},
+  url       = {https://proceedings.mlsys.org/volume5}
+}
+@proceedings{DBLP:conf/osdi/2022,
+  title     = {16th USENIX Symposium on Operating Systems Design and Implementation},
+  year      = {2022}
+}
+@misc{other, title = {An entry without an abstract}}
+""")
+    result = read_file(bib)
+    assert [(p.title, p.venue, p.year, p.doi) for p in result.papers] == [
+        ("Pipeline Parallelism with Adaptive Micro-batching", "Proceedings of Machine Learning and Systems 5", 2023, None),
+        ("Another paper of the volume", "Proceedings of Machine Learning and Systems 5", 2022, None),
+        ("A volume with a title only", "16th USENIX Symposium on Operating Systems Design and Implementation",
+         2022, None),
+    ]  # the volume's own DOI is not theirs: it would make the two papers one
+    assert result.left_out == {"BibTeX entries without an abstract": 1}  # not the two volumes
+
+
+@pytest.mark.parametrize(("name", "layout"), [("arxiv_snapshot.json", "arxiv-snapshot"), ("library.bib", "bibtex")])
+def test_a_gzipped_snapshot_or_bibtex_file_reads_as_the_plain_one(tmp_path: Path, name: str, layout: str) -> None:
+    gz = tmp_path / (name + ".gz")
+    gz.write_bytes(gzip.compress(b"\xef\xbb\xbf" + (DATA / name).read_bytes()))  # a BOM inside too
+    plain, result = read_file(DATA / name), read_file(gz)
+    assert (result.layout, result.problems, result.left_out) == (layout, [], plain.left_out)
+    assert fields(result) == fields(plain)
+    assert {gz} <= set(corpus.expand_paths([tmp_path]))  # a folder's .gz files are read too
+
+
+def test_a_damaged_or_binary_gzip_says_so(tmp_path: Path) -> None:
+    cut = tmp_path / "snapshot.json.gz"
+    cut.write_bytes(gzip.compress(SNAPSHOT.read_bytes() * 200)[:3000])
+    with pytest.raises(ParseError, match="damaged gzip file") as damaged:
+        read_file(cut)
+    assert damaged.value.hint == "download the file again"
+    archive = tmp_path / "refs.tar.gz"
+    archive.write_bytes(gzip.compress(b"refs.bib\x00\x00\x00" + BIB.read_bytes()))
+    with pytest.raises(ParseError, match="gzip-compressed file whose content is binary") as binary:
+        read_file(archive)
+    assert "unpack it first" in binary.value.hint
+
+
+def test_unknown_layout_hint_lists_the_library_formats(tmp_path: Path) -> None:
+    letter = tmp_path / "letter.txt"
+    letter.write_text("Dear editor,\nplease find attached our paper.\n")
+    with pytest.raises(ParseError, match="content is in no known layout") as unknown:
+        read_file(letter)
+    for fmt in ("BibTeX", "Zotero", "PubMed", "OpenAlex", "Semantic Scholar", "gzipped"):
+        assert fmt in unknown.value.hint
 
 
 def test_bibtex_found_in_a_folder_and_detected_from_content(tmp_path: Path) -> None:

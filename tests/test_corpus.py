@@ -157,6 +157,36 @@ def test_clean_latex(raw: str, readable: str) -> None:
     assert clean_latex(raw) == readable
 
 
+@pytest.mark.parametrize(("raw", "readable"), [
+    ("the Schrödinger equation in $\\mathbb{R}^3$", "the Schrödinger equation in ℝ³"),
+    ("We study $i\\partial_t u = -\\Delta u$ on", "We study i∂_t u = -Δu on"),
+    ("in $O(\\sqrt{n})$ time", "in O(√n) time"),
+    ("$\\sqrt{n+1}$ rounds", "√(n+1) rounds"),
+    ("in $O(n\\log n)$ time", "in O(n log n) time"),
+    ("a $\\frac{1}{2}$-approximation", "a 1/2-approximation"),
+    ("$\\frac{n+1}{\\sqrt{n}}$", "(n+1)/√n"),
+    ("points in $\\mathbb{R}^d$", "points in ℝ^d"),
+    ("the gradient $\\nabla f$", "the gradient ∇f"),
+    ("$\\mathcal{O}(n^2)$ memory", "O(n²) memory"),
+    ("$\\tilde{O}(\\epsilon^{-2})$ samples", "Õ(ε⁻²) samples"),
+    ("a $p < 5 \\times 10^{-8}$ threshold", "a p < 5 × 10⁻⁸ threshold"),
+    ("$e^{-x^2}$ decay", "e^(-x²) decay"),
+    ("$\\|x\\|_2 \\leq \\lambda$", "‖x‖₂ ≤ λ"),
+    ("$\\operatorname{softmax}(QK^T)$", "softmax(QK^T)"),
+])
+def test_clean_latex_maths(raw: str, readable: str) -> None:
+    assert clean_latex(raw) == readable
+
+
+@pytest.mark.parametrize(("raw", "readable"), [
+    ("$\\foo{x}$", "\\foo x"),
+    ("$\\foo x$", "\\foo x"),
+    ("$a\\foo2$", "a\\foo 2"),
+])
+def test_unknown_latex_command_is_kept_and_never_glued_to_the_next_word(raw: str, readable: str) -> None:
+    assert clean_latex(raw) == readable
+
+
 @pytest.mark.parametrize("text", [
     "Plain text is left exactly as it was: 3.76x, (up to 7.54x), 1.1~2.3X, 65%.",
     "A price of $5 is not LaTeX.",

@@ -202,6 +202,24 @@ def test_dynapipe_one_paper_in_the_index_listing_both_files(workdir: Path) -> No
     assert "10.1145/3627703.3629585" in bib and "2311.10418" in bib  # the merged record is cited
 
 
+def test_two_records_of_one_api_page_are_both_listed_as_sources(workdir: Path) -> None:
+    def work(ident: str, words: str) -> dict[str, object]:
+        return {"id": f"https://openalex.org/{ident}", "doi": "https://doi.org/10.1000/buff",
+                "display_name": "Buff: long sequences", "publication_year": 2024,
+                "abstract_inverted_index": {w: [i] for i, w in enumerate(words.split())}}
+
+    # a pretty-printed API page where the preprint and the published work are one paper
+    (workdir / "page.json").write_text(json.dumps({"meta": {"count": 2}, "results": [
+        work("W1", "Buff trains long sequences."), work("W2", "Buff trains long sequences fast.")]}, indent=2))
+    env = {"RAG_HOME": str(workdir / "h")}
+    done = run_rag("ingest", "-q", "page.json", cwd=workdir, env=env)
+    assert done.returncode == 0, done.stderr
+    assert "page.json:26 merged with page.json:6" in done.stderr  # where each record starts
+    dups = run_rag("papers", "--duplicates", cwd=workdir, env=env)
+    assert "page.json:6 (openalex)\n" in dups.stdout and "page.json:26 (openalex): same DOI 10.1000/buff" in dups.stdout
+    assert "1 papers merged from several records" in dups.stderr
+
+
 def test_merge_across_ingests_keeps_the_indexed_record(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
     snap, bib = _snapshot(tmp_path / "snap.json"), _bib(tmp_path / "refs.bib")
     ingest([snap], fresh_settings, show_progress=False)

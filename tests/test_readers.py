@@ -15,7 +15,7 @@ from pathlib import Path
 
 import pytest
 
-from rag.corpus import read_file
+from rag.corpus import merge_papers, read_file
 from rag.errors import InputError, ParseError
 from rag.export import export
 from rag.ingest import read_all
@@ -116,6 +116,23 @@ def test_pubmed_articles_export_as_journal_articles_with_their_names(tmp_path: P
     assert "AU  - King, Martin Luther, Jr\nAU  - García Márquez, Ana\n" in export([paper], "ris")
 
 
+def test_pubmed_superscripts_and_subscripts_stay_raised_and_lowered(tmp_path: Path) -> None:
+    xml = tmp_path / "sup.xml"
+    xml.write_text(
+        '<?xml version="1.0"?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation><PMID>1</PMID><Article>'
+        "<ArticleTitle>CO<sub>2</sub> and Ca<sup>2+</sup> in V<sub>max</sub></ArticleTitle><Abstract><AbstractText>"
+        "LDL-C at 10<sup>3</sup> sites; P = 5 \u00d7 10<sup>-8</sup> (or 10<sup>\u22128</sup>); the effect size "
+        '<mml:math xmlns:mml="http://www.w3.org/1998/Math/MathML"><mml:msup><mml:mi>R</mml:mi>'
+        "<mml:mn>2</mml:mn></mml:msup></mml:math> was 0.41; "
+        '<mml:math xmlns:mml="http://www.w3.org/1998/Math/MathML"><mml:msub><mml:mi>x</mml:mi>'
+        "<mml:mi>i</mml:mi></mml:msub></mml:math> per site<sup>a</sup>."
+        "</AbstractText></Abstract></Article></MedlineCitation></PubmedArticle></PubmedArticleSet>\n")
+    [paper] = read_file(xml).papers
+    assert paper.title == "CO₂ and Ca²⁺ in V_(max)"
+    assert paper.abstract == ("LDL-C at 10³ sites; P = 5 × 10⁻⁸ (or 10⁻⁸); the effect size R² was 0.41; "
+                              "x_i per site^a.")
+
+
 # -- OpenAlex -------------------------------------------------------------------------------
 
 OPENALEX_GOLDEN = [
@@ -170,6 +187,59 @@ def test_openalex_and_semantic_scholar_journal_works_export_as_journal_articles(
     (tmp_path / "s2.json").write_text(json.dumps({"data": s2}), encoding="utf-8")
     types = [i["type"] for i in json.loads(export(read_file(tmp_path / "s2.json").papers, "csl-json"))]
     assert types == ["article-journal", "paper-conference", "article-journal"]
+
+
+def _work(ident: str, words: str, doi: str = "") -> dict[str, object]:
+    return {"id": f"https://openalex.org/{ident}", "doi": doi or None, "display_name": f"Work {ident}",
+            "publication_year": 2023, "abstract_inverted_index": {w: [i] for i, w in enumerate(words.split())}}
+
+
+def test_openalex_json_lines_whose_first_line_is_bad_keep_their_other_lines(tmp_path: Path) -> None:
+    good = [json.dumps(_work("W2", "Sharded tables speed up training.")),
+            json.dumps(_work("W3", "Sharded data parallel cuts memory."))]
+    part = tmp_path / "part_000.jsonl"
+    part.write_text(json.dumps(_work("W1", "This record was cut off."))[:60] + "\n" + "\n".join(good) + "\n")
+    with pytest.raises(ParseError) as refused:
+        read_all([part], skip_bad=False)
+    assert "part_000.jsonl:1: 2 good and 1 bad record(s); first: not valid JSON" in str(refused.value)
+    assert "--skip-bad" in refused.value.hint
+    results, skipped = read_all([part], skip_bad=True)
+    assert [p.paper_id for p in results[0].papers] == ["openalex:W2", "openalex:W3"]
+    [bad] = skipped
+    assert "part_000.jsonl:1: not valid JSON (Invalid control character at column 61)" in bad
+    assert "hint: JSON Lines hold one complete object per line" in bad
+
+
+@pytest.mark.parametrize(("name", "cut", "line"), [("openalex_api.json", "\"display_name\": \"Rui", 10),
+                                                 ("s2_graph.json", "\"title\": \"No abstract", 3)])
+def test_a_truncated_api_document_names_its_line(tmp_path: Path, name: str, cut: str, line: int) -> None:
+    text = (DATA / name).read_text()
+    assert text.splitlines()[line - 1].find(cut) >= 0  # the line the file now ends on
+    short = tmp_path / name
+    short.write_text(text[:text.index(cut) + len(cut)])
+    with pytest.raises(ParseError) as refused:
+        read_file(short)
+    assert str(refused.value).startswith(f"{short.as_posix()}:{line}: not valid JSON (Unterminated string")
+    assert "download it again" in refused.value.hint
+
+
+def test_records_of_a_pretty_printed_api_page_have_their_own_lines(tmp_path: Path) -> None:
+    page = tmp_path / "page.json"
+    page.write_text(json.dumps({"meta": {"count": 3}, "results": [
+        _work("W1", "Buff trains long sequences.", "10.1000/buff"),
+        _work("W2", "Buff trains long sequences fast.", "10.1000/buff"),  # the same paper again
+        {**_work("W3", "A bad record."), "authorships": 5},
+    ]}, indent=2))
+    result = read_file(page)
+    assert [p.line for p in result.papers] == [6, 26]  # where each record starts
+    [bad] = result.problems
+    assert bad.line == 49 and "field of the wrong type" in str(bad)
+    [paper] = merge_papers(result.papers)
+    assert [(e["line"], e.get("matched")) for e in paper.sources] == [(6, None), (26, "same DOI 10.1000/buff")]
+    compact = tmp_path / "compact.json"  # the same page on one line, as the API sends it
+    compact.write_text(page.read_text().replace("\n", " "))
+    [bad] = read_file(compact).problems
+    assert str(bad).startswith(f"{compact.as_posix()}:1: record 3 on this line: an OpenAlex work")
 
 
 # -- Semantic Scholar -----------------------------------------------------------------------
@@ -265,6 +335,20 @@ def test_zotero_journal_articles_and_one_field_creators_export_as_zotero_has_the
     assert csl[0]["author"] == [{"literal": "World Health Organization"}, {"family": "García Márquez", "given": "Gabriel"}]
 
 
+def test_zotero_feed_items_are_not_library_items(tmp_path: Path) -> None:
+    lib = Library(tmp_path / "zotero.sqlite")
+    lib.item("journalArticle", "MINE0001", {"title": "Elastic training on preemptible instances",
+                                            "abstractNote": "We train on preemptible instances."})
+    nature = lib.feed("Nature - Latest Research", "https://www.nature.com/nature.rss")
+    lib.feed_item(nature, "FEED0001", {"title": "Unread RSS item: coral reef bleaching",
+                                       "abstractNote": "Coral reefs bleached in 54 countries."},
+                  "https://www.nature.com/articles/x")
+    lib.close()
+    result = read_file(tmp_path / "zotero.sqlite")
+    assert [p.title for p in result.papers] == ["Elastic training on preemptible instances"]
+    assert result.left_out == {"Zotero feed items (RSS subscriptions, not the library)": 1}
+
+
 def test_zotero_data_directory(library: Path) -> None:
     (library.parent / "storage").mkdir()
     (library.parent / "storage" / "notes.txt").write_text("Abstract: not a paper of the library\n")
@@ -307,6 +391,17 @@ def test_sqlite_that_is_not_zotero(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(ParseError, match="not a Zotero library"):
         read_file(other)
+
+
+@pytest.mark.parametrize("name", ["openalex.jsonl", "openalex_api.json", "s2_graph.json",
+                                  "s2_papers.jsonl", "arxiv_snapshot.json", "pubmed.xml"])
+def test_a_utf8_byte_order_mark_changes_nothing(tmp_path: Path, name: str) -> None:
+    bom = tmp_path / name
+    bom.write_bytes(b"\xef\xbb\xbf" + (DATA / name).read_bytes())  # as Windows tools save text
+    plain, result = read_file(DATA / name), read_file(bom)
+    assert (result.layout, result.problems, result.left_out) == (plain.layout, [], plain.left_out)
+    assert [p.to_dict() | {"source": ""} for p in result.papers] == [
+        p.to_dict() | {"source": ""} for p in plain.papers]
 
 
 def test_detected_from_content_not_name(tmp_path: Path, library: Path) -> None:

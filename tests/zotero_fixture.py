@@ -3,7 +3,7 @@
 The CREATE TABLE statements below are copied, for the tables the reader touches, from the
 zotero/zotero repository: resource/schema/userdata.sql (schema version 107: version,
 settings, items, itemDataValues, itemData, itemNotes, itemAttachments, creators,
-itemCreators, collections, collectionItems, deletedItems, libraries) and
+itemCreators, collections, collectionItems, deletedItems, libraries, feeds, feedItems) and
 resource/schema/system.sql (version 32: itemTypes, itemTypesCombined, fields,
 fieldsCombined, creatorTypes). Type and field ids are those of Zotero's system data.
 """
@@ -126,6 +126,25 @@ CREATE TABLE deletedItems (
     dateDeleted DEFAULT CURRENT_TIMESTAMP NOT NULL,
     FOREIGN KEY (itemID) REFERENCES items(itemID) ON DELETE CASCADE
 );
+CREATE TABLE feeds (
+    libraryID INTEGER PRIMARY KEY,
+    name TEXT NOT NULL,
+    url TEXT NOT NULL UNIQUE,
+    lastUpdate TIMESTAMP,
+    lastCheck TIMESTAMP,
+    lastCheckError TEXT,
+    cleanupReadAfter INT,
+    cleanupUnreadAfter INT,
+    refreshInterval INT,
+    FOREIGN KEY (libraryID) REFERENCES libraries(libraryID) ON DELETE CASCADE
+);
+CREATE TABLE feedItems (
+    itemID INTEGER PRIMARY KEY,
+    guid TEXT NOT NULL UNIQUE,
+    readTime TIMESTAMP,
+    translatedTime TIMESTAMP,
+    FOREIGN KEY (itemID) REFERENCES items(itemID) ON DELETE CASCADE
+);
 CREATE TABLE itemTypes (
     itemTypeID INTEGER PRIMARY KEY,
     typeName TEXT,
@@ -187,14 +206,15 @@ class Library:
         self._next = 1
 
     def item(self, kind: str, key: str, fields: dict[str, str] | None = None,
-             creators: list[tuple[str | None, str, str]] = (), parent: int | None = None) -> int:
+             creators: list[tuple[str | None, str, str]] = (), parent: int | None = None,
+             library: int = 1) -> int:
         """Add an item (creators as (first, last, type), in order; a first name of None is a
         creator typed in one field, fieldMode 1: "World Health Organization"); return its itemID."""
         type_id = next(t for t, n in TYPES.items() if n == kind)
         item_id = self._next
         self._next += 1
-        self.con.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, 1, ?)",
-                         (item_id, type_id, key))
+        self.con.execute("INSERT INTO items (itemID, itemTypeID, libraryID, key) VALUES (?, ?, ?, ?)",
+                         (item_id, type_id, library, key))
         field_ids = {n: f for f, n in FIELDS.items()}
         for name, value in (fields or {}).items():
             self.con.execute("INSERT OR IGNORE INTO itemDataValues (value) VALUES (?)", (value,))
@@ -225,6 +245,19 @@ class Library:
         for i in items:
             self.con.execute("INSERT INTO collectionItems (collectionID, itemID) VALUES (?, ?)", (cid, i))
         return cid
+
+    def feed(self, name: str, url: str) -> int:
+        """Subscribe to an RSS feed: a library of type 'feed'; return its libraryID."""
+        cur = self.con.execute("INSERT INTO libraries (type, editable, filesEditable) VALUES ('feed', 0, 0)")
+        library = int(cur.lastrowid or 0)
+        self.con.execute("INSERT INTO feeds (libraryID, name, url) VALUES (?, ?, ?)", (library, name, url))
+        return library
+
+    def feed_item(self, library: int, key: str, fields: dict[str, str], guid: str) -> int:
+        """An item the feed brought in (read or not, it is not in the user's library)."""
+        item_id = self.item("journalArticle", key, fields, library=library)
+        self.con.execute("INSERT INTO feedItems (itemID, guid) VALUES (?, ?)", (item_id, guid))
+        return item_id
 
     def trash(self, item_id: int) -> None:
         self.con.execute("INSERT INTO deletedItems (itemID) VALUES (?)", (item_id,))

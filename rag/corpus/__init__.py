@@ -3,10 +3,13 @@
 from __future__ import annotations
 
 import errno
+import gzip
+import io
 import logging
 import os
 import re
 import stat
+import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +35,7 @@ def _max_file_bytes() -> int:
 
 MAX_FILE_BYTES = _max_file_bytes()
 MAX_ABSTRACT_CHARS = 20_000
+GZIP_MAGIC = b"\x1f\x8b"
 SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
 
 
@@ -154,6 +158,8 @@ def _read_text(path: Path, source: str) -> str:
                     source, None, f"file is {st.st_size / 2**20:.0f} MB; the limit is "
                     f"{MAX_FILE_BYTES // 2**20} MB", "split it into smaller files, or raise RAG_MAX_FILE_MB")
             data = fh.read(MAX_FILE_BYTES + 1)
+        if data[:2] == GZIP_MAGIC:  # a .bib.gz, a .txt.gz: read as the streamed formats are
+            data = _gunzip(data, source)
         if len(data) > MAX_FILE_BYTES:
             raise ParseError(
                 source, None, f"file is over the limit of {MAX_FILE_BYTES // 2**20} MB",
@@ -162,6 +168,20 @@ def _read_text(path: Path, source: str) -> str:
     except OSError as exc:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
     return _decode(data, source)
+
+
+def _gunzip(data: bytes, source: str) -> bytes:
+    """The content of gzip `data`, at most one byte over the file size limit (a gzip bomb
+    stops there)."""
+    try:
+        with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
+            content = gz.read(MAX_FILE_BYTES + 1)
+    except (OSError, EOFError, zlib.error) as exc:
+        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+    if b"\x00" in content[:65536]:
+        raise ParseError(source, None, "gzip-compressed file whose content is binary, not text",
+                         "unpack it first (a .tar.gz is an archive of files)")
+    return content
 
 
 def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],

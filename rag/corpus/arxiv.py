@@ -9,18 +9,21 @@ readable with pylatexenc.
 
 from __future__ import annotations
 
+import gzip
 import json
 import re
+import zlib
 from collections.abc import Iterator
 from dataclasses import dataclass
 from email.utils import parsedate_to_datetime
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import IO, Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
 from rag.corpus.names import Name, authors_and_names, person
 from rag.corpus.paper import Paper, category_keys, real_date
+from rag.corpus.streams import BOM, open_binary
 from rag.errors import InputError, ParseError
 
 LAYOUT = "arxiv-snapshot"
@@ -182,12 +185,14 @@ def is_snapshot_line(line: str) -> bool:
 def is_snapshot(path: Path) -> bool:
     """Judged from the first non-blank line, read alone: the file may be gigabytes."""
     try:
-        with path.open("rb") as fh:
+        with open_binary(path, str(path)) as fh:
+            if fh.read(len(BOM)) != BOM:
+                fh.seek(0)
             while raw := fh.readline(_PEEK):  # bounded: a binary file may have no newline
                 if raw.strip():
                     return raw.lstrip().startswith(b"{") and is_snapshot_line(
                         raw.decode("utf-8-sig", "replace"))
-    except OSError:
+    except (OSError, EOFError, zlib.error, ParseError):
         return False  # read_file says why
     return False
 
@@ -223,7 +228,7 @@ def read_snapshot(path: Path, source: str, restrict: Restrict | None = None
     return papers, problems, left_out
 
 
-def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
+def _lines(fh: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes) of each line; None for a line over MAX_LINE_BYTES, which is read
     past in pieces and never held whole (a 1 GB line took 2.2 GB of memory)."""
     no = 0
@@ -240,25 +245,30 @@ def _lines(fh: BinaryIO) -> Iterator[tuple[int, bytes | None]]:
 def _records(path: Path, source: str) -> Iterator[tuple[int, Any | ParseError]]:
     """Each non-blank line's JSON value, or the ParseError that says why it has none."""
     try:
-        fh = path.open("rb")
-    except OSError as exc:
-        raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
-    with fh:
-        for no, raw in _lines(fh):
-            if raw is None:
-                yield no, ParseError(source, no, f"line is over {MAX_LINE_BYTES // 2**20} MB",
-                                     "a snapshot record is a few KB: is this an arXiv snapshot?")
-                continue
-            if not raw.strip():
-                continue
-            try:
-                line = raw.decode("utf-8-sig" if no == 1 else "utf-8")
-            except UnicodeDecodeError as exc:
-                yield no, ParseError(source, no, f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
-                                     f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`")
-                continue
-            try:
-                yield no, json.loads(line)
-            except (ValueError, RecursionError) as exc:
-                yield no, ParseError(source, no, f"not valid JSON ({str(exc)[:80]})",
-                                     "the snapshot holds one complete JSON object per line")
+        with open_binary(path, source) as fh:
+            yield from _values(fh, source)
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+
+
+def _values(fh: IO[bytes], source: str) -> Iterator[tuple[int, Any | ParseError]]:
+    for no, raw in _lines(fh):
+        if raw is None:
+            yield no, ParseError(source, no, f"line is over {MAX_LINE_BYTES // 2**20} MB",
+                                 "a snapshot record is a few KB: is this an arXiv snapshot?")
+            continue
+        if no == 1:
+            raw = raw.removeprefix(BOM)
+        if not raw.strip():
+            continue
+        try:
+            line = raw.decode("utf-8")
+        except UnicodeDecodeError as exc:
+            yield no, ParseError(source, no, f"invalid UTF-8 byte 0x{raw[exc.start]:02x}",
+                                 f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`")
+            continue
+        try:
+            yield no, json.loads(line)
+        except (ValueError, RecursionError) as exc:
+            yield no, ParseError(source, no, f"not valid JSON ({str(exc)[:80]})",
+                                 "the snapshot holds one complete JSON object per line")

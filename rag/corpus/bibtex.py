@@ -147,6 +147,37 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     )
 
 
+# What names the crossref'd entry itself, not the volume its children appeared in: its DOI
+# would make every paper of a proceedings one paper.
+_OWN_FIELDS = frozenset({"title", "abstract", "doi", "url", "eprint", "eprinttype", "archiveprefix",
+                         "primaryclass", "note", "howpublished", "ids", "crossref", "xref", "keywords"})
+
+
+def _crossrefs(entries: list[Any]) -> set[str]:
+    """Give each entry with a `crossref` the fields it lacks from the entry it names (booktitle,
+    year, publisher, editor ...; the volume's title as the booktitle), as BibTeX and biber do;
+    returns the keys (lower-case) of the entries named so."""
+    from bibtexparser.model import Field
+
+    by_key = {e.key.lower(): e for e in entries}
+    targets = set()
+    for entry in entries:
+        ref = next((str(f.value).strip().lower() for f in entry.fields if f.key.lower() == "crossref"), "")
+        parent = by_key.get(ref)
+        if parent is None or parent is entry:
+            continue
+        targets.add(ref)
+        have = {f.key.lower() for f in entry.fields}
+        for f in parent.fields:
+            if f.key.lower() not in have | _OWN_FIELDS:
+                entry.set_field(Field(f.key, f.value))
+        title = next((f.value for f in parent.fields if f.key.lower() == "title"), None)
+        if title and not have & {"booktitle", "journal"} and not any(
+                f.key.lower() in ("booktitle", "journal") for f in parent.fields):
+            entry.set_field(Field("booktitle", title))
+    return targets
+
+
 def parse_bibtex(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
     """Papers of a BibTeX file, problems of its unreadable entries, and how many entries
     were left out for having no abstract."""
@@ -158,10 +189,11 @@ def parse_bibtex(text: str, path: str) -> tuple[list[Paper], list[ParseError], d
                             "define the @string macros without loops or blow-up, or pass --skip-bad")
                  for entry, why in refused]
     no_abstract = 0
+    targets = _crossrefs(library.entries)
     for entry in library.entries:
         paper = _entry_paper(entry, path)
         if paper is None:
-            no_abstract += 1
+            no_abstract += entry.key.lower() not in targets  # a volume only cited for its fields
         else:
             papers.append(paper)
     return papers, problems, {"BibTeX entries without an abstract": no_abstract} if no_abstract else {}

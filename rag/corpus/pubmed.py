@@ -18,6 +18,7 @@ from rag.corpus.formats import _paper
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
 from rag.corpus.streams import Stream, open_binary
+from rag.corpus.text import script
 from rag.errors import ParseError
 
 LAYOUT = "pubmed-xml"
@@ -30,8 +31,25 @@ def detect(head: bytes) -> bool:
 
 
 def _text(elem: Any) -> str:
-    """The element's text with its inline markup (<i>, <sup>) flattened."""
-    return " ".join("".join(elem.itertext()).split()) if elem is not None else ""
+    """The element's text with its inline markup (<i>, <b>, MathML) flattened, and what
+    <sup>/<sub> or MathML's msup/msub raise or lower kept so: 10<sup>3</sup> is 10³, not 103."""
+    return " ".join(_flat(elem).split()) if elem is not None else ""
+
+
+def _flat(elem: Any) -> str:
+    parts = [elem.text or ""]
+    for child in elem:
+        tag = child.tag.rsplit("}", 1)[-1] if isinstance(child.tag, str) else ""  # MathML's namespace
+        if tag in ("sup", "sub"):
+            parts.append(script(" ".join(_flat(child).split()), "^" if tag == "sup" else "_"))
+        elif tag in ("msup", "msub", "msubsup") and len(child) >= 2:
+            base, *marks = (" ".join(_flat(c).split()) for c in child)
+            kinds = {"msup": "^", "msub": "_", "msubsup": "_^"}[tag]
+            parts.append(base + "".join(script(m, k) for m, k in zip(marks, kinds, strict=False)))
+        else:
+            parts.append(_flat(child))
+        parts.append(child.tail or "")
+    return "".join(parts)
 
 
 def _abstract(article: Any) -> str:

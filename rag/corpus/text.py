@@ -3,28 +3,132 @@
 from __future__ import annotations
 
 import re
+import unicodedata
 
-_SUPERSCRIPT = str.maketrans("0123456789+-=()n", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁼⁽⁾ⁿ")
-_SUBSCRIPT = str.maketrans("0123456789+-=()", "₀₁₂₃₄₅₆₇₈₉₊₋₌₍₎")
-_COMMANDS = {
-    "times": "×", "sim": "~", "approx": "≈", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
-    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "lambda": "λ",
-    "mu": "μ", "sigma": "σ", "pi": "π", "infty": "∞", "rightarrow": "→", "to": "→",
-    "cdot": "·", "pm": "±", "%": "%", "ell": "ℓ", "log": "log",
+_SUPERSCRIPT = str.maketrans("0123456789+-−=()n∘", "⁰¹²³⁴⁵⁶⁷⁸⁹⁺⁻⁻⁼⁽⁾ⁿ°")
+_SUBSCRIPT = str.maketrans("0123456789+-−=()", "₀₁₂₃₄₅₆₇₈₉₊₋₋₌₍₎")
+_GREEK = {
+    "alpha": "α", "beta": "β", "gamma": "γ", "delta": "δ", "epsilon": "ε", "varepsilon": "ε",
+    "zeta": "ζ", "eta": "η", "theta": "θ", "vartheta": "ϑ", "iota": "ι", "kappa": "κ",
+    "lambda": "λ", "mu": "μ", "nu": "ν", "xi": "ξ", "pi": "π", "rho": "ρ", "sigma": "σ",
+    "tau": "τ", "upsilon": "υ", "phi": "φ", "varphi": "φ", "chi": "χ", "psi": "ψ", "omega": "ω",
+    "Gamma": "Γ", "Delta": "Δ", "Theta": "Θ", "Lambda": "Λ", "Xi": "Ξ", "Pi": "Π", "Sigma": "Σ",
+    "Upsilon": "Υ", "Phi": "Φ", "Psi": "Ψ", "Omega": "Ω", "partial": "∂", "nabla": "∇",
+    "ell": "ℓ", "hbar": "ℏ", "infty": "∞",
 }
+_COMMANDS = {
+    **_GREEK,
+    "times": "×", "sim": "~", "approx": "≈", "le": "≤", "leq": "≤", "ge": "≥", "geq": "≥",
+    "rightarrow": "→", "to": "→", "cdot": "·", "pm": "±", "%": "%",
+    "mp": "∓", "div": "÷", "simeq": "≃", "cong": "≅", "equiv": "≡", "propto": "∝", "neq": "≠",
+    "ne": "≠", "ll": "≪", "gg": "≫", "sum": "∑", "prod": "∏", "int": "∫", "in": "∈",
+    "notin": "∉", "subset": "⊂", "subseteq": "⊆", "supset": "⊃", "supseteq": "⊇", "cup": "∪",
+    "cap": "∩", "setminus": "∖", "emptyset": "∅", "varnothing": "∅", "forall": "∀",
+    "exists": "∃", "neg": "¬", "land": "∧", "wedge": "∧", "lor": "∨", "vee": "∨",
+    "leftarrow": "←", "gets": "←", "Rightarrow": "⇒", "implies": "⇒", "Leftarrow": "⇐",
+    "leftrightarrow": "↔", "Leftrightarrow": "⇔", "iff": "⇔", "mapsto": "↦", "circ": "∘",
+    "ast": "∗", "star": "⋆", "bullet": "•", "otimes": "⊗", "oplus": "⊕", "odot": "⊙",
+    "perp": "⊥", "parallel": "∥", "mid": "|", "vert": "|", "Vert": "‖", "langle": "⟨",
+    "rangle": "⟩", "lceil": "⌈", "rceil": "⌉", "lfloor": "⌊", "rfloor": "⌋", "ldots": "…",
+    "cdots": "⋯", "dots": "…", "prime": "′", "dagger": "†", "sqrt": "√",
+    "quad": " ", "qquad": " ",
+    # sizes and styles that only change how the maths is typeset
+    **dict.fromkeys(["left", "right", "big", "Big", "bigg", "Bigg", "bigl", "bigr", "Bigl", "Bigr",
+                     "displaystyle", "textstyle", "scriptstyle", "limits", "nolimits"], ""),
+}
+# Written as words, set apart from the letters around them: n\log n -> n log n
+_OPERATORS = frozenset({
+    "log", "ln", "lg", "exp", "sin", "cos", "tan", "cot", "sinh", "cosh", "tanh", "arcsin", "arccos",
+    "arctan", "max", "min", "sup", "inf", "lim", "liminf", "limsup", "arg", "argmax", "argmin", "det",
+    "dim", "ker", "deg", "gcd", "Pr", "mod", "poly", "polylog",
+})
+_FONTS = r"mathrm|mathbf|mathit|mathsf|mathtt|mathcal|mathscr|mathfrak|boldsymbol|bm|operatorname\*?|" \
+         r"text|textbf|textit|textrm|textsf|texttt|emph|mbox"
+_OPEN, _CLOSE, _NO_SPACE = "\ue001", "\ue002", "\ue003"  # placeholders while braces go
+_DOUBLE_STRUCK = str.maketrans("RNZQC", "ℝℕℤℚℂ")
+_ACCENTS = {"hat": "\u0302", "widehat": "\u0302", "tilde": "\u0303", "widetilde": "\u0303",
+            "bar": "\u0304", "overline": "\u0305", "vec": "\u20d7", "dot": "\u0307", "ddot": "\u0308"}
+_ARG = r"(?:\{([^{}]*)\}|\s*([A-Za-z0-9]))"  # {anything} or one letter or digit
+_PLAIN = re.compile(r"[^\s+\-−*/=<>±×·,]+")  # needs no brackets around it beside a slash
+_NAMES = "|".join(sorted(_COMMANDS.keys() | _OPERATORS, key=len, reverse=True))
+_KNOWN = re.compile(rf"\\({_NAMES})(?![A-Za-z])")
+_FONT = re.compile(rf"\\(?:{_FONTS})(?![A-Za-z])" + _ARG)
+_BLACKBOARD = re.compile(r"\\mathbb(?![A-Za-z])" + _ARG)
+_FRACTION = re.compile(r"\\[dt]?frac(?![A-Za-z])" + _ARG + _ARG)
+_ROOT = re.compile(r"√(?:\[([^\]{}]*)\])?" + _ARG)
+_ACCENT = re.compile(rf"\\({'|'.join(_ACCENTS)})(?![A-Za-z])" + _ARG)
+# inner scripts first (e^{-x^2}); a bracket of ours, ^(ab), is not read again as a script
+_SCRIPT = re.compile(r"([\^_])(?:\{([^{}^_]*)\}|(\w|[^\s{}\\^_(]))")
+
+
+def script(body: str, mark: str) -> str:
+    """`body` as a superscript (mark "^") or subscript ("_"): Unicode's raised or lowered
+    characters when every character has one (10^-8 -> 10⁻⁸), else the mark and the body,
+    bracketed when longer than one character (R^d, x^(ab))."""
+    out = body.translate(_SUPERSCRIPT if mark == "^" else _SUBSCRIPT)
+    if body and all(a != b for a, b in zip(body, out, strict=True)):
+        return out
+    return mark + (body if len(body) == 1 else f"({body})")
+
+
+def _arg(m: re.Match[str], i: int) -> str:
+    """The argument matched by the _ARG at group i: braced, or one character."""
+    return m.group(i) if m.group(i) is not None else m.group(i + 1) or ""
+
+
+def _command(m: re.Match[str]) -> str:
+    name, text, end = m.group(1), m.string, m.end()
+    after = text[end:end + 1]
+    if name in _OPERATORS:
+        before = text[m.start() - 1:m.start()]
+        return (" " if before.isalnum() else "") + name + (" " if after.isalnum() or after == "{" else "")
+    if name in _COMMANDS:
+        if name in _GREEK and after == " " and text[end + 1:end + 2].isalpha():
+            return _COMMANDS[name] + _NO_SPACE  # LaTeX drops that space: \Delta u is Δu
+        return _COMMANDS[name]
+    # unknown: kept as written, never glued to what follows (\foo{x} -> \foo x, not \foox)
+    return m.group(0) + (" " if after.isalnum() or after == "{" else "")
+
+
+def _fraction(m: re.Match[str]) -> str:
+    parts = (_arg(m, 1).strip(), _arg(m, 3).strip())
+    return "/".join(p if _PLAIN.fullmatch(p) else f"({p})" for p in parts)
+
+
+def _root(m: re.Match[str]) -> str:
+    index, body = (m.group(1) or "").strip(), _arg(m, 2).strip()
+    degree = script(index, "^") if index else ""
+    return degree + "√" + (body if not body or _PLAIN.fullmatch(body) else f"({body})")
+
+
+def _accent(m: re.Match[str]) -> str:
+    body = _arg(m, 2)
+    return unicodedata.normalize("NFC", body + _ACCENTS[m.group(1)]) if len(body) == 1 else body
 
 
 def _math(expr: str) -> str:
-    def script(m: re.Match[str]) -> str:
-        body = m.group(2) or m.group(3)
-        table = _SUPERSCRIPT if m.group(1) == "^" else _SUBSCRIPT
-        out = body.translate(table)
-        return out if all(c not in out for c in body if c.isalnum()) else m.group(1) + body
-
-    expr = re.sub(r"\\(?:mathrm|text|textbf|mathbf|mathit|emph|mathcal)\{([^{}]*)\}", r"\1", expr)
-    expr = re.sub(r"\\([A-Za-z]+|%)", lambda m: _COMMANDS.get(m.group(1), m.group(1)), expr)
-    expr = re.sub(r"([\^_])(?:\{([^{}]*)\}|(\w))", script, expr)
-    return expr.replace("{", "").replace("}", "").strip()
+    """Inline maths as text: symbols in Unicode, \\frac and \\sqrt as a/b and √x, scripts
+    raised or lowered where Unicode can; a command not known here stays as written."""
+    expr = expr.replace(r"\{", _OPEN).replace(r"\}", _CLOSE).replace(r"\|", "‖")
+    expr = re.sub(r"\\[,;:> ]", " ", expr).replace(r"\!", "")
+    expr = _KNOWN.sub(_command, expr)
+    for _ in range(3):  # nested: \frac{1}{\sqrt{n}}
+        before = expr
+        expr = _FONT.sub(lambda m: _arg(m, 1), expr)
+        expr = _BLACKBOARD.sub(lambda m: _arg(m, 1).translate(_DOUBLE_STRUCK), expr)
+        expr = _FRACTION.sub(_fraction, expr)
+        expr = _ROOT.sub(_root, expr)
+        expr = _ACCENT.sub(_accent, expr)
+        if expr == before:
+            break
+    expr = re.sub(r"\\([A-Za-z]+)", _command, expr)
+    for _ in range(3):
+        before = expr
+        expr = _SCRIPT.sub(lambda m: script(_arg(m, 2), m.group(1)), expr)
+        if expr == before:
+            break
+    expr = expr.replace("{", "").replace("}", "").replace(_OPEN, "{").replace(_CLOSE, "}")
+    return re.sub(r" {2,}", " ", expr.replace(_NO_SPACE + " ", "").replace(_NO_SPACE, "")).strip()
 
 
 def clean_latex(text: str) -> str:

@@ -95,19 +95,35 @@ def read(path: Path, source: str, collection: str | None = None) -> Stream:
     return stream
 
 
+def _feed_items(con: sqlite3.Connection) -> str:
+    """An SQL condition on `items i`: the item came from a subscribed RSS feed (Zotero keeps
+    feeds as libraries of type 'feed', their items in feedItems), not from the user's library."""
+    have = {r[0] for r in con.execute("SELECT name FROM sqlite_master WHERE type='table'")}
+    conditions = ["0"]
+    if "libraries" in have and "type" in {r[1] for r in con.execute("PRAGMA table_info(libraries)")}:
+        conditions.append("i.libraryID IN (SELECT libraryID FROM libraries WHERE type = 'feed')")
+    if "feedItems" in have:
+        conditions.append("i.itemID IN (SELECT itemID FROM feedItems)")
+    return " OR ".join(conditions)
+
+
 def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[int] | None) -> Iterator[Paper]:
     try:
         types, fields = _table(con, "itemTypesCombined", "itemTypes"), _table(con, "fieldsCombined", "fields")
         skip = ",".join("?" * len(SKIPPED_TYPES))
+        feed = _feed_items(con)
         items = con.execute(
             f"SELECT i.itemID, i.key, t.typeName FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID "
             f"WHERE t.typeName NOT IN ({skip}) AND i.itemID NOT IN (SELECT itemID FROM deletedItems) "
-            "ORDER BY i.itemID", SKIPPED_TYPES).fetchall()
-        trashed = con.execute(
-            f"SELECT COUNT(*) FROM deletedItems d JOIN items i ON i.itemID = d.itemID JOIN {types} t "
-            f"ON t.itemTypeID = i.itemTypeID WHERE t.typeName NOT IN ({skip})", SKIPPED_TYPES).fetchone()[0]
+            f"AND NOT ({feed}) ORDER BY i.itemID", SKIPPED_TYPES).fetchall()
+        trashed, fed = con.execute(
+            f"SELECT COALESCE(SUM(i.itemID IN (SELECT itemID FROM deletedItems) AND NOT ({feed})), 0), "
+            f"COALESCE(SUM({feed}), 0) FROM items i JOIN {types} t ON t.itemTypeID = i.itemTypeID "
+            f"WHERE t.typeName NOT IN ({skip})", SKIPPED_TYPES).fetchone()
         if trashed:
             stream.leave_out("Zotero items in the trash", trashed)
+        if fed:
+            stream.leave_out("Zotero feed items (RSS subscriptions, not the library)", fed)
         for n, (item_id, key, kind) in enumerate(items, 1):
             colls = con.execute(
                 "SELECT c.collectionID, c.collectionName FROM collectionItems ci JOIN collections c "
