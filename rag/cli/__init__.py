@@ -27,7 +27,7 @@ from rag.cli.common import (
 )
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
-from rag.errors import InputError, RagError
+from rag.errors import EXIT_ERROR, InputError, RagError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -150,6 +150,12 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a bug in rag: one line here, the traceback when asked for
+        if os.environ.get("RAG_DEBUG"):
+            raise
+        click.echo(f"error: unexpected {type(exc).__name__}: {exc}\n  hint: this is a bug in rag; "
+                   "run again with RAG_DEBUG=1 to see the traceback, and report it", err=True)
+        sys.exit(EXIT_ERROR)
 
 
 def _ask_options(values: dict[str, Any]) -> Any:
