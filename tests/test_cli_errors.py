@@ -6,12 +6,13 @@ from __future__ import annotations
 import os
 import subprocess
 import sys
+import time
 from pathlib import Path
 from typing import Any
 
 import pytest
 
-from tests.conftest import ROOT, run_rag
+from tests.conftest import RAG, ROOT, run_rag
 
 Q = "What speedup does Skrull report over DeepSpeed?"
 
@@ -64,3 +65,65 @@ def test_an_unexpected_error_is_one_line_and_exit_1(debug: bool, tmp_path: Path)
         assert "Traceback" not in res.stderr
         assert res.stderr.startswith("error: unexpected KeyError: 'missing'\n")
         assert "RAG_DEBUG=1" in res.stderr
+
+
+def _run_timed(server: Any, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str, float]:
+    """Run `rag`; returns rc, stdout, stderr and the seconds from its first request to the
+    Ollama server until it exited (the wait, without rag's start-up)."""
+    proc = subprocess.Popen([RAG, *args], cwd=cwd, env={**os.environ, **env}, text=True,
+                            stdin=subprocess.DEVNULL, stdout=subprocess.PIPE, stderr=subprocess.PIPE)
+    first = None
+    while proc.poll() is None:
+        if first is None and any(r["method"] == "POST" for r in server.requests):
+            first = time.monotonic()
+        time.sleep(0.05)
+    out, err = proc.communicate()
+    assert first is not None, err
+    return proc.returncode, out, err, time.monotonic() - first
+
+
+def test_a_hanging_ollama_is_waited_for_once(seeded_settings: Any, tmp_path: Path, ollama_server: Any) -> None:
+    # The server takes every request (the model's template, the chat) and never answers.
+    ollama_server.behaviour = "hang"
+    env = _env(seeded_settings, OLLAMA_HOST=ollama_server.url, RAG_LLM_TIMEOUT="3")
+    rc, out, err, waited = _run_timed(ollama_server, ["ask", "--llm", "ollama", Q], env, tmp_path)
+    assert rc == 4 and not out
+    assert f"error: Ollama at {ollama_server.url} did not answer within 3 s" in err
+    assert 3 <= waited < 4.5, waited  # was 6: the template lookup waited the whole timeout first
+    # auto: the same wait, then the offline answer, saying why
+    rc, out, err, waited = _run_timed(ollama_server, ["ask", Q], env, tmp_path)
+    assert rc == 0 and "3.76x" in out, err
+    assert f"Ollama at {ollama_server.url} did not answer within 3 s; answering offline" in err
+    assert waited < 4.5 + 10, waited  # the offline answer's time on a shared machine on top
+
+
+BROKEN = {  # the test server's behaviour -> what the message says of the reply
+    "error500": "Ollama at {url} answered 500: llama runner process has terminated",
+    "html": "the server at {url} did not answer as Ollama does "
+            "(not Ollama's JSON: an HTML page (\"Welcome to nginx!\"))",
+    "html502": "the server at {url} answered 502 with an HTML page (\"502 Bad Gateway\")",
+    "hangup": "the server at {url} closed the connection without an answer "
+              "(Server disconnected without sending a response.)",
+}
+
+
+@pytest.mark.parametrize("behaviour", sorted(BROKEN))
+def test_a_broken_ollama_is_named_and_auto_answers_offline(behaviour: str, seeded_settings: Any,
+                                                           tmp_path: Path, ollama_server: Any) -> None:
+    ollama_server.behaviour = behaviour
+    message = BROKEN[behaviour].format(url=ollama_server.url)
+    env = _env(seeded_settings, OLLAMA_HOST=ollama_server.url)
+    # --llm ollama: exit 4, one error naming the host and summing up the reply
+    res = run_rag("ask", "--llm", "ollama", Q, cwd=tmp_path, env=env)
+    assert res.returncode == 4 and not res.stdout, res.stderr
+    assert res.stderr.startswith(f"error: {message}\n  hint: "), res.stderr
+    assert "<html" not in res.stderr.lower() and "Traceback" not in res.stderr
+    if behaviour != "error500":  # not Ollama's own error: the hint is to check the host
+        assert "OLLAMA_HOST" in res.stderr.split("hint:", 1)[1]
+    # auto (the default): the offline answer, and one line on stderr saying why
+    res = run_rag("ask", Q, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    assert "3.76x" in res.stdout and "\nReferences\n" in res.stdout
+    notice = [line for line in res.stderr.splitlines() if message in line]
+    assert len(notice) == 1 and "answering offline from the abstracts" in notice[0], res.stderr
+    assert len(notice[0]) < 400 and "<html" not in res.stderr.lower()

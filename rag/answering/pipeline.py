@@ -24,7 +24,7 @@ from rag.answering.names import CorpusNames
 from rag.answering.sources import Selection, SourceChooser
 from rag.answering.tables import is_comparison
 from rag.config import Settings
-from rag.errors import InputError, LLMUnavailable, ModelNotFound
+from rag.errors import InputError, LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
@@ -171,7 +171,7 @@ class Pipeline:
                     if missing:  # the model left out papers that match: say so, from their abstracts
                         yield from checker.feed("\nAlso matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
-            except (LLMUnavailable, ModelNotFound) as exc:
+            except LLMError as exc:  # not running, no model, a timeout, a reply not Ollama's
                 if mode == "ollama":
                     raise
                 run.answerer = "extractive"

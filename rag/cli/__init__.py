@@ -214,7 +214,7 @@ def ask_options(fn: F) -> F:
                       help="Drop sentences their citations do not support.")(fn)
     fn = click.option("--model", help="Ollama model (default: RAG_MODEL or llama3.2).")(fn)
     fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
-                      help="auto: Ollama if running, else offline (default); none: offline.")(fn)
+                      help="auto: Ollama when it answers, else offline (default); none: offline.")(fn)
     fn = click.option("-k", type=click.IntRange(1, 50), default=None,
                       help="Papers to answer from (default 8).")(fn)
     return fn
