@@ -3,6 +3,7 @@ that hangs, fails or is not Ollama at all (the Ollama-protocol test server on lo
 
 from __future__ import annotations
 
+import json
 import os
 import subprocess
 import sys
@@ -127,3 +128,25 @@ def test_a_broken_ollama_is_named_and_auto_answers_offline(behaviour: str, seede
     notice = [line for line in res.stderr.splitlines() if message in line]
     assert len(notice) == 1 and "answering offline from the abstracts" in notice[0], res.stderr
     assert len(notice[0]) < 400 and "<html" not in res.stderr.lower()
+
+
+def test_a_stream_that_breaks_off_is_an_error_not_a_stop(seeded_settings: Any, tmp_path: Path,
+                                                        ollama_server: Any) -> None:
+    ollama_server.behaviour = "cut"  # half the answer, then the connection drops
+    env = _env(seeded_settings, OLLAMA_HOST=ollama_server.url)
+    res = run_rag("ask", "--llm", "ollama", "--json", Q, cwd=tmp_path, env=env)
+    assert res.returncode == 4, res.stderr
+    obj = json.loads(res.stdout)  # what came is still printed, marked
+    assert obj["incomplete"] and obj["finish_reason"] == "error" and obj["answer"].strip()
+    assert obj["error"]["message"].startswith("the answer stream from Ollama broke off")
+    assert res.stderr.startswith("error: the answer stream from Ollama broke off")
+    # text, --llm ollama: the partial answer, marked; exit 4
+    res = run_rag("ask", "--llm", "ollama", Q, cwd=tmp_path, env=env)
+    assert res.returncode == 4, res.stderr
+    assert "[answer incomplete: the model's stream broke off]" in res.stdout
+    assert "the answer is incomplete" in res.stderr
+    # auto keeps the partial answer, marked, and succeeds
+    res = run_rag("ask", "--json", Q, cwd=tmp_path, env=env)
+    assert res.returncode == 0, res.stderr
+    obj = json.loads(res.stdout)
+    assert obj["incomplete"] and obj["finish_reason"] == "error"

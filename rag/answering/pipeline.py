@@ -280,9 +280,16 @@ class Pipeline:
             answerer=run.answerer, incomplete=run.incomplete, error=run.error,
             notices=run.notices, list_question=chosen.list_question, matched=chosen.matched,
             corpus_size=self.corpus_size(), timings_ms=run.timings,
-            finish_reason="length" if ending and ending.reason == "length" else "stop",
+            finish_reason=_finish_reason(run),
             usage=({"prompt_tokens": ending.prompt_tokens or 0,
                     "completion_tokens": ending.completion_tokens or 0}
                    if ending and ending.prompt_tokens is not None else None),
             **fields,
         )
+
+
+def _finish_reason(run: _Run) -> str:
+    """"stop", "length" at the model's token limit, "error" when its stream broke off."""
+    if run.error is not None:
+        return "error"
+    return "length" if run.ending and run.ending.reason == "length" else "stop"

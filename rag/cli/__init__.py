@@ -27,7 +27,7 @@ from rag.cli.common import (
 )
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
-from rag.errors import EXIT_ERROR, InputError, RagError
+from rag.errors import EXIT_ERROR, EXIT_LLM, InputError, RagError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -242,6 +242,7 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         emit_json(result) if as_json else _print_result(result)
         if export_to and result.get("export"):
             _write_file(export_to, result["export"]["text"], len(result["citations"]), fmt)
+        _exit_if_cut(result, options.llm, as_json)
         return
     from rag.answering import Pipeline
 
@@ -257,6 +258,17 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
 
         papers = [s.paper for s in answer.sources]
         _write_file(export_to, export(papers, fmt or ""), len(papers), fmt)
+    _exit_if_cut(answer.to_public(), options.llm or settings.llm, as_json)
+
+
+def _exit_if_cut(result: dict[str, Any], mode: str | None, as_json: bool) -> None:
+    """With --llm ollama, a model's answer that broke off is a failure (exit 4) once shown as
+    far as it came; auto keeps it, marked incomplete (exit 0)."""
+    error = result.get("error")
+    if error and mode == "ollama":
+        if as_json:  # text output has said it already, as a notice
+            click.echo(f"error: {error['message']}\n  hint: {error['hint']}", err=True)
+        sys.exit(EXIT_LLM)
 
 
 def _write_file(path: Path, text: str, count: int, fmt: str | None) -> None:
