@@ -7,6 +7,7 @@ import re
 from functools import lru_cache
 from pathlib import Path
 from typing import Literal
+from urllib.parse import urlsplit
 
 from pydantic import AliasChoices, Field, ValidationError, field_validator, model_validator
 from pydantic_settings import BaseSettings, SettingsConfigDict
@@ -65,7 +66,8 @@ class Settings(BaseSettings):
     k: int = Field(8, ge=1, le=50, description="Papers passed to the answerer by default (1..50).")
 
     # Generation
-    llm: str = Field("auto", description="auto (Ollama, else offline), ollama, or none (offline).")
+    llm: Literal["auto", "ollama", "none"] = Field(
+        "auto", description="auto (Ollama when it answers, else offline), ollama, or none (offline).")
     model: str = Field("llama3.2", description="Ollama model name.")
     ollama_host: str = Field(
         "http://127.0.0.1:11434",
@@ -110,6 +112,26 @@ class Settings(BaseSettings):
         if _SECONDS.fullmatch(value.strip()):
             return float(value)  # Ollama reads a bare number as seconds, a string as a duration
         raise ValueError("expected a duration such as 10m, 1h30m, 300 (seconds), -1 or 0")
+
+    @field_validator("ollama_host")
+    @classmethod
+    def _ollama_host(cls, value: str) -> str:
+        # Parsed here as the ollama client parses it (a scheme is optional), so a bad host is
+        # a named setting error, not a ValueError traceback from inside the client.
+        if not value.strip():
+            return "http://127.0.0.1:11434"  # as the ollama client reads an empty one
+        scheme, sep, _ = value.partition("://")
+        try:
+            if value != value.strip():
+                raise ValueError("spaces around it")
+            if sep and scheme.lower() not in ("http", "https"):
+                raise ValueError(f"the scheme {scheme}:// is not http:// or https://")
+            if urlsplit(value if sep else f"http://{value}").port == 0:
+                raise ValueError("port 0 is not a port Ollama listens on")
+        except ValueError as exc:
+            raise ValueError(f"not a usable URL ({exc}); expected http://HOST:PORT, "
+                             "e.g. http://127.0.0.1:11434") from None
+        return value
 
     @field_validator("api_key")
     @classmethod
@@ -162,7 +184,8 @@ class Settings(BaseSettings):
 
 def env_name(field: str) -> str:
     """The environment variable that sets a Settings field."""
-    return "OLLAMA_HOST" if field == "ollama_host" else f"RAG_{field.upper()}"
+    # a validation error names the field by its first alias, OLLAMA_HOST
+    return "OLLAMA_HOST" if field in ("ollama_host", "OLLAMA_HOST") else f"RAG_{field.upper()}"
 
 
 def _shown(field: str, value: object) -> str:
@@ -175,7 +198,8 @@ def get_settings() -> Settings:
         return Settings()
     except ValidationError as exc:
         problems = "; ".join(
-            f"{env_name(str(e['loc'][0]))}={_shown(str(e['loc'][0]), e.get('input'))}: {e['msg']}"
+            f"{env_name(str(e['loc'][0]))}={_shown(str(e['loc'][0]), e.get('input'))}: "
+            f"{e['msg'].removeprefix('Value error, ')}"
             if e["loc"]
             else e["msg"].removeprefix("Value error, ") for e in exc.errors()
         )

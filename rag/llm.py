@@ -9,6 +9,7 @@ from the API's worker threads are fine. Each stream has its own `ThinkFilter`.
 from __future__ import annotations
 
 import logging
+import re
 import threading
 from collections.abc import Iterator
 from dataclasses import dataclass
@@ -120,6 +121,21 @@ class ThinkFilter:
             out.append(kind(text))
 
 
+def is_html(reply: str) -> bool:
+    return re.match(r"\s*<(!doctype|html|head|body)\b", reply, re.I) is not None
+
+
+def excerpt(reply: str, limit: int = 200) -> str:
+    """A server's reply as an error message quotes it: on one line, at most `limit`
+    characters, and an HTML page by its title (or its text), never its markup."""
+    if is_html(reply):
+        title = re.search(r"<title[^>]*>(.*?)</title>", reply, re.I | re.S)
+        words = " ".join(re.sub(r"<[^>]*>", " ", title.group(1) if title else reply).split())
+        reply = f'an HTML page ("{words}")' if words else "an HTML page"
+    reply = " ".join(reply.split())
+    return reply if len(reply) <= limit else reply[: limit - 1] + "…"
+
+
 def opens_think_in_prompt(template: str) -> bool:
     """Does the model's chat template end the prompt inside a <think> block (QwQ, some R1
     builds)? Then its output starts with reasoning and only a </think> marks the answer."""
@@ -196,18 +212,34 @@ class Ollama:
             if exc.status_code == 404:
                 return ModelNotFound(f"the model '{self.model}' is not available in Ollama at {self.host}",
                                      f"run `ollama pull {self.model}`, or pick another with --model")
-            if self.think is not None and "think" in str(exc.error).lower():
-                return LLMError(f"Ollama answered {exc.status_code}: {exc.error}",
+            reply = excerpt(str(exc.error))
+            if is_html(str(exc.error)):  # a proxy's or a web server's page, not Ollama's JSON
+                return LLMError(f"the server at {self.host} answered {exc.status_code} with {reply}",
+                                f"check that OLLAMA_HOST ({self.host}) points at Ollama, and "
+                                "that Ollama is running behind any proxy there")
+            said = f"answered {exc.status_code}" if exc.status_code > 0 else "reported an error"
+            if self.think is not None and "think" in reply.lower():
+                return LLMError(f"Ollama at {self.host} {said}: {reply}",
                                 f"unset RAG_THINK (now {self.think!r}): '{self.model}' does not take it")
-            return LLMError(f"Ollama answered {exc.status_code}: {exc.error}",
-                            "check `ollama serve`'s log")
+            return LLMError(f"Ollama at {self.host} {said}: {reply}", "check `ollama serve`'s log")
         if isinstance(exc, httpx.TimeoutException):
-            return LLMTimeout(f"Ollama at {self.host} did not answer within {self.timeout:.0f} s",
+            return LLMTimeout(f"Ollama at {self.host} did not answer within {self.timeout:g} s",
                               "raise RAG_LLM_TIMEOUT, use a smaller model, or use --llm none")
         if isinstance(exc, (httpx.ConnectError, ConnectionError)):
             return LLMUnavailable(f"Ollama is not running at {self.host}",
                                   "start it with `ollama serve` (or set OLLAMA_HOST), or use --llm none")
-        return LLMError(f"talking to Ollama failed: {exc}", "check `ollama serve`'s log")
+        if isinstance(exc, ValueError):  # a reply that is not JSON, or not Ollama's JSON
+            reply = excerpt(str(getattr(exc, "doc", "")) or str(exc))
+            return LLMError(f"the server at {self.host} did not answer as Ollama does "
+                            f"(not Ollama's JSON: {reply})",
+                            f"check OLLAMA_HOST ({self.host}): it should reach Ollama "
+                            "(`ollama serve`; by default http://127.0.0.1:11434)")
+        if isinstance(exc, (httpx.RemoteProtocolError, httpx.NetworkError)):
+            return LLMError(f"the server at {self.host} closed the connection without an answer "
+                            f"({excerpt(str(exc)) or type(exc).__name__})",
+                            f"check OLLAMA_HOST ({self.host}) and `ollama serve`'s log")
+        return LLMError(f"talking to Ollama at {self.host} failed: {type(exc).__name__}: "
+                        f"{excerpt(str(exc))}", "check `ollama serve`'s log")
 
     def check(self) -> dict[str, Any]:
         """Is Ollama up and the model present? Raises the matching error otherwise."""
@@ -227,6 +259,10 @@ class Ollama:
         if known is None:
             try:
                 known = str(self.client.show(self.model).template or "")
+            except httpx.TimeoutException as exc:
+                # A server that does not say within the timeout will not answer the chat
+                # either: report it now, not after waiting the whole timeout a second time.
+                raise self._map(exc) from exc
             except Exception as exc:  # the chat request itself reports a real problem
                 log.debug("could not read %s's template: %s", self.model, exc)
                 return False

@@ -118,7 +118,7 @@ class Answer:
     matched: int = 0  # papers judged relevant
     corpus_size: int = 0
     timings_ms: dict[str, float] = field(default_factory=dict)
-    finish_reason: str = "stop"  # "length" when the model hit its token limit
+    finish_reason: str = "stop"  # "length": the model hit its token limit; "error": its stream broke off
     usage: dict[str, int] | None = None  # the model's prompt/completion token counts
     rewritten_citations: list[dict[str, str]] = field(default_factory=list)
     table: dict[str, Any] | None = None  # a comparison's table (rag.answering.tables.Table.to_public())

@@ -39,6 +39,8 @@ from urllib.parse import urlsplit
 
 __all__ = [
     "BEHAVIOURS",
+    "HTML_PAGES",
+    "NOT_OLLAMA",
     "NO_ANSWER",
     "UNCITED_CLAIM",
     "OllamaTestServer",
@@ -62,6 +64,20 @@ CITATION_STYLES = ("cite_source_brackets", "cite_source_parens", "cite_source_co
                    "cite_lenticular", "cite_footnote", "cite_range", "cite_adjacent",
                    "cite_bare_parens", "cite_sources_list")
 BEHAVIOURS += REASONING + CITATION_STYLES + ("cite_reversed", "length")
+#: Servers that are not (or no longer) a working Ollama: every POST (/api/show too) says
+#: nothing for ``stall_seconds`` ("hang"), or gets a web server's page ("html": 200,
+#: "html502": a proxy's 502); "hangup": chat/generate close the connection without a reply.
+NOT_OLLAMA = ("hang", "html", "html502")
+BEHAVIOURS += NOT_OLLAMA + ("hangup",)
+#: The pages "html" and "html502" send, as nginx does.
+HTML_PAGES = {
+    "html": (200, "<html><head><title>Welcome to nginx!</title></head><body><h1>Welcome to "
+                  "nginx!</h1><p>If you see this page, the nginx web server is successfully "
+                  "installed and working.</p></body></html>\n"),
+    "html502": (502, "<html>\r\n<head><title>502 Bad Gateway</title></head>\r\n<body>\r\n"
+                     "<center><h1>502 Bad Gateway</h1></center>\r\n<hr><center>nginx/1.24.0"
+                     "</center>\r\n</body>\r\n</html>\r\n" + "<!-- padding -->\r\n" * 20),
+}
 #: The reasoning every reasoning behaviour writes: sentences a judge would check, a
 #: citation of a source that does not exist, and a number.
 THINKING = ("Okay, the user asks about these papers. Source [7] looks relevant, so maybe "
@@ -396,7 +412,9 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": f"invalid request body: {exc}"})
             return
         self.owner._record("POST", path, body)
-        if not isinstance(body, dict):
+        if self.owner.behaviour in NOT_OLLAMA:
+            self._not_ollama()
+        elif not isinstance(body, dict):
             self._send_json(400, {"error": "request body must be a JSON object"})
         elif path == "/api/show":
             self._show(body)
@@ -431,6 +449,17 @@ class _Handler(BaseHTTPRequestHandler):
             },
         )
 
+    def _not_ollama(self) -> None:
+        behaviour = self.owner.behaviour
+        if behaviour == "hang":
+            self.owner._stop_event.wait(self.owner.stall_seconds)
+            self._abort()
+            return
+        status, page = HTML_PAGES[behaviour]
+        data = page.encode()
+        self._send_headers(status, "text/html", len(data))
+        self.wfile.write(data)
+
     def _complete(self, path: str, body: dict) -> None:
         """/api/chat and /api/generate: the scripted part of the server."""
         owner = self.owner
@@ -449,6 +478,9 @@ class _Handler(BaseHTTPRequestHandler):
         behaviour = "recorded" if recorded is not None else owner.behaviour
         if behaviour == "error500":
             self._send_json(500, {"error": RUNNER_ERROR})
+            return
+        if behaviour == "hangup":
+            self._abort()
             return
         # "stall" says nothing (not even headers) so the client's read timeout
         # fires.  Event.wait rather than sleep so that stop() interrupts it.
@@ -616,7 +648,7 @@ class OllamaTestServer:
         Every request received, in order, as ``{"method", "path", "body"}``
         (``body`` is the parsed JSON, ``None`` for GET/HEAD).
     ``stall_seconds``
-        How long "stall" waits before answering (``stop()`` cuts it short).
+        How long "stall" and "hang" wait before answering (``stop()`` cuts it short).
     ``token_delay``
         Seconds between streamed chunks.
     ``gate``, ``held``

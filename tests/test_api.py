@@ -358,3 +358,17 @@ def test_health_reports_a_missing_model(client: TestClient, seeded_settings, oll
         assert "llama3.2" in missing["error"]
         models = [m["id"] for m in c.get("/v1/models").json()["data"]]
         assert models == ["rag", "rag-offline", "rag:llama3.2", "rag:mistral:latest"]
+
+
+def test_a_broken_model_stream_is_finish_reason_error(client: TestClient, seeded_settings, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    from rag.answering import Pipeline
+
+    ollama_server.behaviour = "cut"  # half the answer, then the connection drops
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama_server.url})
+    with Pipeline(settings, client.app.state.pipeline.retriever) as pipeline, \
+            TestClient(create_app(settings, pipeline=pipeline)) as c:
+        resp = c.post("/ask", json={"question": FACT_Q, "llm": "ollama"})
+    assert resp.status_code == 200, resp.text
+    body = resp.json()
+    assert body["incomplete"] and body["finish_reason"] == "error" and body["answer"].strip()
+    assert body["error"]["message"].startswith("the answer stream from Ollama broke off")

@@ -96,3 +96,17 @@ def test_chat_follow_up_and_commands(seeded_settings, tmp_path) -> None:  # type
     assert "3.76x" in res.stdout and "DeepSpeed" in res.stdout
     assert "searching for: What is it implemented on (Skrull)?" in res.stderr
     assert "[1] Skrull" in res.stdout and "(no sources yet)" in res.stdout
+
+
+def test_filters_that_leave_no_paper_say_so(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    res = run_rag("ask", "Which papers study federated learning?", "--llm", "none", "--year", "3000",
+                  cwd=tmp_path, env=_env(seeded_settings))
+    assert res.returncode == 0, res.stderr  # as `rag search` says "No papers match."
+    assert res.stdout.strip() == "No papers match the filters: year 3000."
+    res = run_rag("ask", Q, "--llm", "none", "--json", "--venue", "nosuchvenue", "--category", "cs.DC",
+                  cwd=tmp_path, env=_env(seeded_settings))
+    assert res.returncode == 0, res.stderr
+    obj = json.loads(res.stdout)
+    said = "No papers match the filters: venue nosuchvenue, category cs.DC."
+    assert obj["answer"] == said and obj["notices"] == [said]
+    assert obj["abstained"] and obj["citations"] == [] and obj["nearest"] == [] and obj["matched"] == 0

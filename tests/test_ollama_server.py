@@ -12,6 +12,10 @@ error500       ollama.ResponseError, status_code 500   same
 cut            httpx.RemoteProtocolError, after some   httpx.RemoteProtocolError
                done=False chunks, never a done chunk
 stall          httpx.ReadTimeout                       httpx.ReadTimeout
+hang           httpx.ReadTimeout (/api/show too)       same
+html           json.JSONDecodeError (/api/show too)    same
+html502        ollama.ResponseError, status_code 502   same
+hangup         httpx.RemoteProtocolError, no reply     same
 refused        httpx.ConnectError                      builtin ConnectionError
 =============  ======================================  ==========================
 
@@ -358,6 +362,32 @@ def test_stall_times_out(server, stream):
             reply = slow.chat(model=MODEL, messages=MESSAGES, stream=stream)
             if stream:
                 list(reply)
+
+
+@pytest.mark.parametrize("stream", [True, False])
+def test_servers_that_are_not_ollama(server, stream):
+    def chat(client):
+        reply = client.chat(model=MODEL, messages=MESSAGES, stream=stream)
+        return list(reply) if stream else reply
+
+    with ollama.Client(host=server.url, timeout=1) as quick:
+        server.behaviour = "hang"  # every request, the model's details too
+        for call in (lambda: quick.show(MODEL), lambda: chat(quick)):
+            with pytest.raises(httpx.ReadTimeout):
+                call()
+        server.behaviour = "html"
+        for call in (lambda: quick.show(MODEL), lambda: chat(quick)):
+            with pytest.raises(json.JSONDecodeError) as caught:
+                call()
+            assert "Welcome to nginx!" in caught.value.doc
+        server.behaviour = "html502"
+        with pytest.raises(ollama.ResponseError) as caught:
+            chat(quick)
+        assert caught.value.status_code == 502 and "<title>502 Bad Gateway" in caught.value.error
+        server.behaviour = "hangup"
+        assert quick.show(MODEL).details
+        with pytest.raises(httpx.RemoteProtocolError):
+            chat(quick)
 
 
 @pytest.mark.parametrize("stream", [True, False])

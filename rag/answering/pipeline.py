@@ -21,10 +21,11 @@ from rag.answering.extractive import ExtractiveWriter
 from rag.answering.followup import condense
 from rag.answering.generate import Ending, messages, model_text
 from rag.answering.names import CorpusNames
+from rag.answering.questions import is_list_question
 from rag.answering.sources import Selection, SourceChooser
 from rag.answering.tables import is_comparison
 from rag.config import Settings
-from rag.errors import InputError, LLMUnavailable, ModelNotFound
+from rag.errors import InputError, LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
@@ -37,6 +38,7 @@ from rag.schema import (
     Event,
     NoticeEvent,
     ProgressEvent,
+    SentenceCheck,
     SentenceEvent,
     Source,
     TokenEvent,
@@ -126,6 +128,11 @@ class Pipeline:
         opts = options or AskOptions()
         mode = opts.llm or self.settings.llm
         filters = opts.to_filters()
+        if filters.active() and not self.retriever.filtered(self.retriever.snapshot(), filters)[0]:
+            # Said as such: "the abstracts do not answer this" would read as a topic the corpus
+            # lacks, when a mistyped venue or year left nothing to answer from.
+            yield from self._nothing_passes(question, filters, started)
+            return
         client = self.client(opts.model) if mode != "none" else None
         self.refresh_names()
         standalone = condense(question, history or [], self.names, self.templates["condense"],
@@ -171,7 +178,7 @@ class Pipeline:
                     if missing:  # the model left out papers that match: say so, from their abstracts
                         yield from checker.feed("\nAlso matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
-            except (LLMUnavailable, ModelNotFound) as exc:
+            except LLMError as exc:  # not running, no model, a timeout, a reply not Ollama's
                 if mode == "ollama":
                     raise
                 run.answerer = "extractive"
@@ -201,6 +208,15 @@ class Pipeline:
             answer.nearest = self.nearest(standalone, filters)
         run.timings["total"] = (time.perf_counter() - started) * 1000
         yield DoneEvent(answer)
+
+    def _nothing_passes(self, question: str, filters: Filters, started: float) -> Iterator[Event]:
+        text = f"No papers match the filters: {filters.describe()}."
+        yield SentenceEvent(text, SentenceCheck(text, [], True, 0.0, meta=True))
+        run = _Run(question, question, notices=[text])
+        elapsed = (time.perf_counter() - started) * 1000
+        run.timings.update(retrieve=elapsed, generate=0.0, check=0.0, total=elapsed)
+        yield DoneEvent(self._answer(run, Selection([], is_list_question(question), 0), text=text,
+                                     abstained=True, sources=[], sentences=[]))
 
     def nearest(self, question: str, filters: Filters | None) -> list[dict[str, object]]:
         """The passages closest to a question the abstracts do not answer, so the user can
@@ -266,9 +282,16 @@ class Pipeline:
             notices=run.notices, list_question=chosen.list_question,
             matched=fields.pop("matched", chosen.matched),
             corpus_size=self.corpus_size(), timings_ms=run.timings,
-            finish_reason="length" if ending and ending.reason == "length" else "stop",
+            finish_reason=_finish_reason(run),
             usage=({"prompt_tokens": ending.prompt_tokens or 0,
                     "completion_tokens": ending.completion_tokens or 0}
                    if ending and ending.prompt_tokens is not None else None),
             **fields,
         )
+
+
+def _finish_reason(run: _Run) -> str:
+    """"stop", "length" at the model's token limit, "error" when its stream broke off."""
+    if run.error is not None:
+        return "error"
+    return "length" if run.ending and run.ending.reason == "length" else "stop"

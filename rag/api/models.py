@@ -137,8 +137,9 @@ class AnswerPublic(_Public):
         description="Citation markers the model wrote in another style, as rewritten: "
                     "[{\"from\": \"(Source 1)\", \"to\": \"[1]\"}].")
     incomplete: bool
-    finish_reason: Literal["stop", "length"] = Field(
-        description="'length' when the model stopped at its token limit (the answer is incomplete).")
+    finish_reason: Literal["stop", "length", "error"] = Field(
+        description="'length' when the model stopped at its token limit, 'error' when its "
+                    "stream broke off (`error` says why); the answer is incomplete in both.")
     error: dict[str, str] | None = Field(
         None, description="Why the answer is incomplete (the model's stream broke off): message, hint."
     )

@@ -27,7 +27,7 @@ from rag.cli.common import (
 )
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
-from rag.errors import InputError, RagError
+from rag.errors import EXIT_ERROR, EXIT_LLM, InputError, RagError
 
 
 @click.group(context_settings={"help_option_names": ["-h", "--help"]})
@@ -150,6 +150,12 @@ def main() -> None:
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
+    except Exception as exc:  # a bug in rag: one line here, the traceback when asked for
+        if os.environ.get("RAG_DEBUG"):
+            raise
+        click.echo(f"error: unexpected {type(exc).__name__}: {exc}\n  hint: this is a bug in rag; "
+                   "run again with RAG_DEBUG=1 to see the traceback, and report it", err=True)
+        sys.exit(EXIT_ERROR)
 
 
 def _ask_options(values: dict[str, Any]) -> Any:
@@ -208,7 +214,7 @@ def ask_options(fn: F) -> F:
                       help="Drop sentences their citations do not support.")(fn)
     fn = click.option("--model", help="Ollama model (default: RAG_MODEL or llama3.2).")(fn)
     fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
-                      help="auto: Ollama if running, else offline (default); none: offline.")(fn)
+                      help="auto: Ollama when it answers, else offline (default); none: offline.")(fn)
     fn = click.option("-k", type=click.IntRange(1, 50), default=None,
                       help="Papers to answer from (default 8).")(fn)
     return fn
@@ -236,6 +242,7 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         emit_json(result) if as_json else _print_result(result)
         if export_to and result.get("export"):
             _write_file(export_to, result["export"]["text"], len(result["citations"]), fmt)
+        _exit_if_cut(result, options.llm, as_json)
         return
     from rag.answering import Pipeline
 
@@ -252,6 +259,17 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         papers = [s.paper for s in answer.sources]
         every = pipeline.retriever.snapshot().papers.values()  # keys as in every export from the index
         _write_file(export_to, export(papers, fmt or "", every), len(papers), fmt)
+    _exit_if_cut(answer.to_public(), options.llm or settings.llm, as_json)
+
+
+def _exit_if_cut(result: dict[str, Any], mode: str | None, as_json: bool) -> None:
+    """With --llm ollama, a model's answer that broke off is a failure (exit 4) once shown as
+    far as it came; auto keeps it, marked incomplete (exit 0)."""
+    error = result.get("error")
+    if error and mode == "ollama":
+        if as_json:  # text output has said it already, as a notice
+            click.echo(f"error: {error['message']}\n  hint: {error['hint']}", err=True)
+        sys.exit(EXIT_LLM)
 
 
 def _write_file(path: Path, text: str, count: int, fmt: str | None) -> None:

@@ -61,6 +61,16 @@ class Filters:
     def key(self) -> tuple[Any, ...]:
         return astuple(self)
 
+    def describe(self) -> str:
+        """The filters as a person set them: 'venue mlsys, year 2022-2023'."""
+        years = None
+        if self.year_from is not None or self.year_to is not None:
+            years = str(self.year_from) if self.year_from == self.year_to \
+                else f"{self.year_from or ''}-{self.year_to or ''}"
+        parts = [("venue", self.venue), ("year", years), ("source", self.source),
+                 ("category", self.category)]
+        return ", ".join(f"{name} {value}" for name, value in parts if value is not None)
+
     def accepts(self, p: Paper) -> bool:
         if self.year_from is not None and (p.year is None or p.year < self.year_from):
             return False
