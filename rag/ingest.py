@@ -29,6 +29,7 @@ from rag.embed.pooling import chunk_weights, pooled
 from rag.errors import IndexStoreError, InputError, ParseError
 from rag.logs import progress
 from rag.store import Chunk, Store
+from rag.store import format as store_format
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -236,6 +237,7 @@ def ingest(
         report.merges += merges
         report.papers = len(papers)
         todo: dict[str, list[Paper]] = defaultdict(list)
+        rewritten: list[Paper] = []  # changed where nothing is embedded: a new record, same vectors
         for paper in papers:
             state = states.get(paper.paper_id)
             if state is None:
@@ -245,6 +247,10 @@ def ingest(
                 continue
             else:
                 report.changed += 1
+                old = stored.get(paper.paper_id)
+                if state[1] == state[2] and old is not None and (old.title, old.abstract) == (paper.title, paper.abstract):
+                    rewritten.append(paper)
+                    continue
             todo[paper.source].append(paper)
 
         present = {p.paper_id for p in papers}
@@ -295,6 +301,8 @@ def ingest(
                     report.sentences += sum(len(t) for _, t, _ in sent_rows)
                 if pending:
                     pending.result()
+        if rewritten:
+            store_format.rewrite(store, rewritten)
         if gone:
             store.write([], delete_papers=gone)
         if owned:

@@ -136,6 +136,25 @@ def test_two_papers_with_one_title_stay_two(tmp_path: Path, fresh_settings) -> N
     store.close()
 
 
+def test_a_record_changed_where_nothing_is_embedded_is_rewritten_without_embedding(
+        tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]
+    """A corrected DOI and year (or a journal's kind, a name's parts: what a newer rag reads
+    from the same file) change the stored record and its filters, and embed nothing."""
+    bib = _same_title_bib(tmp_path / "nature.bib", 0)
+    ingest([bib], fresh_settings, show_progress=False)
+    bib.write_text(bib.read_text().replace("nature14539", "nature14540").replace("2015", "2016"))
+    report = ingest([bib], fresh_settings, show_progress=False)
+    assert (report.changed, report.chunks, report.sentences) == (1, 0, 0)
+    store = Store(fresh_settings)
+    [paper] = store.papers()
+    store.close()
+    assert (paper.doi, paper.year) == ("10.1038/nature14540", 2016)
+    retriever = Retriever(fresh_settings)
+    assert retriever.search("deep learning representations", 3, Filters(year_from=2016, year_to=2016))
+    assert retriever.search("deep learning representations", 3, Filters(year_from=2015, year_to=2015)) == []
+    assert ingest([bib], fresh_settings, show_progress=False).unchanged == 1
+
+
 @pytest.mark.parametrize(("doi", "author", "one"), [
     ("10.48550/arXiv.2311.10418", "Chenyu Jiang", True),  # the preprint's arXiv DOI
     ("10.1145/9999999.9999999", "Chenyu Jiang", False),  # another publisher DOI

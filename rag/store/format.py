@@ -215,6 +215,27 @@ def upgrade(store: Any, old_sentences: str, batch: int = 500) -> None:
     _record_format(store)
 
 
+def rewrite(store: Any, papers: list[Paper], batch: int = 500) -> None:
+    """New records for indexed papers whose embedded text (title and abstract) is unchanged:
+    their chunks' metadata is written again and their vectors kept, so a journal's kind, an
+    author's name parts or a corrected DOI costs no embedding. The version is bumped before
+    and after, as for any write (readers drop their caches)."""
+    by_id = {p.paper_id: p for p in papers}
+    ids = sorted(by_id)
+    store._bump()
+    for start in range(0, len(ids), batch):
+        page = store.collection.get(where={"paper_id": {"$in": ids[start : start + batch]}},
+                                    include=["metadatas"])
+        bases = {pid: paper_metadata(by_id[pid]) for pid in ids[start : start + batch]}
+        # a filter array the record no longer has is deleted (None), not left behind
+        metas = [{"venue_words": None, "categories": None,
+                  **chunk_metadata(by_id[m["paper_id"]], cid, m["chunk"], m["n_chunks"], bases[m["paper_id"]])}
+                 for cid, m in zip(page["ids"], page["metadatas"], strict=True)]
+        for at in range(0, len(metas), batch):
+            store.collection.update(ids=page["ids"][at : at + batch], metadatas=metas[at : at + batch])
+    store._bump()
+
+
 def _record_format(store: Any) -> None:
     meta = dict(store.collection.metadata or {})
     meta["format"] = FORMAT
