@@ -237,6 +237,12 @@ def test_two_records_of_one_api_page_are_both_listed_as_sources(workdir: Path) -
     dups = run_rag("papers", "--duplicates", cwd=workdir, env=env)
     assert "page.json:6 (openalex)\n" in dups.stdout and "page.json:26 (openalex): same DOI 10.1000/buff" in dups.stdout
     assert "1 papers merged from several records" in dups.stderr
+    # the same page as curl saves it, on one line: both records still listed
+    (workdir / "page.json").write_text(json.dumps({"meta": {"count": 2}, "results": [
+        work("W1", "Buff trains long sequences."), work("W2", "Buff trains long sequences fast.")]}))
+    assert run_rag("ingest", "-q", "page.json", cwd=workdir, env=env).returncode == 0
+    dups = run_rag("papers", "--duplicates", cwd=workdir, env=env).stdout
+    assert "page.json:1 (openalex)\n" in dups and "page.json:1 record 2 (openalex): same DOI" in dups, dups
 
 
 def test_merge_across_ingests_keeps_the_indexed_record(tmp_path: Path, fresh_settings) -> None:  # type: ignore[no-untyped-def]

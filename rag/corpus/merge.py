@@ -172,6 +172,8 @@ def combine(base: Paper, other: Paper, why: str) -> None:
     base.merge(other)
     base.categories = list(dict.fromkeys([*base.categories, *other.categories]))
     seen = {_place(e) for e in mine}
+    if len(theirs) == 1 and _place(theirs[0]) in seen and other.position and "record" not in theirs[0]:
+        theirs[0]["record"] = other.position  # two records on one line: an API page saved on one
     merged = mine + [e for e in theirs if _place(e) not in seen]
     base.sources = merged if len(merged) > 1 else []
 
