@@ -29,6 +29,7 @@ from rag.embed.pooling import chunk_weights, pooled
 from rag.errors import IndexStoreError, InputError, ParseError
 from rag.logs import progress
 from rag.store import Chunk, Store
+from rag.store.indexes import built_otherwise
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -350,8 +351,20 @@ def _embed_group(group: list[tuple[Paper, list[Chunk]]], sentences: dict[str, li
     return rows, sent_rows
 
 
+def open_index(settings: Settings, say: Callable[[str], None] | None = None,
+               show_progress: bool = True, empty_ok: bool = False) -> Store:
+    """The store of settings.index, to read from: the default index is made, and filled from
+    settings.seeds when empty (`ensure_seeded`); a named one must exist and hold papers, and a
+    mistyped name leaves no empty index behind. `empty_ok`: a named index may be new or empty
+    (`rag mcp --allow-ingest`, whose ingest tool fills it)."""
+    default = settings.index == Settings.model_fields["index"].default
+    store = Store(settings, create=default or empty_ok)
+    ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)
+    return store
+
+
 def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] | None = None,
-                  show_progress: bool = True) -> None:
+                  show_progress: bool = True, empty_ok: bool = False) -> None:
     """The default index, when empty, gets settings.seeds ingested first (what `rag ask` and
     `rag serve` do). An index named on purpose is the user's own: filling an empty one with
     seeds/ would show the seed papers as if they were theirs (after a failed ingest, say)."""
@@ -359,11 +372,9 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
         return
     if settings.index != Settings.model_fields["index"].default:
         if _built_otherwise(settings, store):
-            raise IndexStoreError(
-                f"the index '{settings.index}' was built with other chunk settings, and has no "
-                "papers under these",
-                "set RAG_CHUNK_SIZE, RAG_CHUNK_OVERLAP and RAG_CHUNK_VECTORS as when it was built "
-                f"to read it, or rebuild it with these: `rag ingest PATH --index {settings.index}`")
+            raise built_otherwise(settings)
+        if empty_ok:
+            return
         raise IndexStoreError(f"the index '{settings.index}' is empty",
                               f"fill it with `rag ingest PATH --index {settings.index}`")
     seeds = settings.seeds

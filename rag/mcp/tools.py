@@ -44,8 +44,7 @@ from rag.mcp.results import (
 from rag.retrieve import Retriever
 from rag.retrieve.metadata import index_for
 from rag.schema import MAX_QUESTION, AskOptions
-from rag.store.collection import fingerprint
-from rag.store.format import vector_kinds
+from rag.store.indexes import index_sizes
 
 PAGE = 50  # papers on a list page at most (fewer when the budget says so)
 _ID_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|https?://arxiv\.org/abs/|arxiv:|doi:)",
@@ -116,26 +115,20 @@ class RagTools:
     # -- indexes --------------------------------------------------------------------------
 
     def indexes(self) -> list[IndexInfo]:
-        """The indexes in this data directory (or Chroma server) with their paper counts."""
-        client = self.base().retriever.store.client
-        suffixes = [f"-{fingerprint(kind)}" for kind in vector_kinds(self.settings)]
-        out: dict[str, IndexInfo] = {}
-        for c in client.list_collections():
-            name = getattr(c, "name", str(c))
-            for suffix in suffixes:
-                index = name.removesuffix(suffix)
-                if index != name:  # of two kinds, the one with papers (as rag.store reads it)
-                    papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
-                    count = max(papers.count(), out[index].papers if index in out else 0)
-                    out[index] = IndexInfo(index=index, papers=count)
-        return sorted(out.values(), key=lambda i: i.index)
+        """The indexes in this data directory (or Chroma server) that hold papers, and the
+        server's own, with their paper counts."""
+        sizes = index_sizes(self.base().retriever.store.client, self.settings)
+        return [IndexInfo(index=index, papers=papers) for index, papers in sizes.items()
+                if papers or index == self.settings.index]
 
     def pipeline(self, index: str | None = None) -> Pipeline:
+        """The pipeline of an index with papers in it (an empty one is an error: the answer
+        "no papers match" would read as if the index held nothing on the topic)."""
         if not index or index == self.settings.index:
-            return self.base()
+            return self._filled(self.base())
         with self._lock:
             if index in self._others:
-                return self._others[index]
+                return self._filled(self._others[index])
         known = [i.index for i in self.indexes()]
         if index not in known:
             raise IndexStoreError(f"no index {index!r}", f"the indexes are: {', '.join(known)}")
@@ -143,9 +136,18 @@ class RagTools:
 
         settings = self.settings.model_copy(update={"index": index})
         embedder = self.base().retriever.embedder
-        pipeline = Pipeline(settings, Retriever(settings, store=Store(settings), embedder=embedder))
+        store = Store(settings, create=False)
+        pipeline = Pipeline(settings, Retriever(settings, store=store, embedder=embedder))
         with self._lock:
             return self._others.setdefault(index, pipeline)
+
+    def _filled(self, pipeline: Pipeline) -> Pipeline:
+        if pipeline.corpus_size() == 0:  # `rag mcp --allow-ingest` may start on an empty index
+            index = pipeline.settings.index
+            hint = ("ingest first: add papers with the ingest tool" if self.allow_ingest
+                    else f"fill it with `rag ingest PATH --index {index}`")
+            raise IndexStoreError(f"the index '{index}' is empty", hint)
+        return pipeline
 
     def close(self) -> None:
         with self._lock:
@@ -189,7 +191,7 @@ class RagTools:
         return _shrink(result, budget)
 
     def get_paper(self, paper_id: str, budget: int) -> PaperRecord:
-        p = find_paper(self.base().retriever, paper_id)
+        p = find_paper(self.pipeline().retriever, paper_id)
         record = PaperRecord(**{**PaperRef.of(p).model_dump(), "abstract": p.abstract,
                                 "authors": p.authors, "journal_ref": p.journal_ref, "date": p.date,
                                 "categories": p.categories, "source": p.source})
@@ -204,7 +206,7 @@ class RagTools:
 
         if not paper_ids:
             raise InputError("no paper ids given", "pass the ids of the papers to export")
-        retriever = self.base().retriever
+        retriever = self.pipeline().retriever
         papers = list({p.paper_id: p for p in (find_paper(retriever, i) for i in paper_ids)}.values())
 
         def build(kept: Sequence[Paper], more: int) -> ExportResult:
