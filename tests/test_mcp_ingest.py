@@ -39,7 +39,7 @@ def test_allow_ingest_takes_files_inside_the_folder_only(seeded_settings, tmp_pa
     (allowed / "sub" / "link.jsonl").symlink_to(outside)
     with connect(stdio_params(home, ["--allow-ingest", str(allowed)])) as mcp:
         assert "ingest" in {t.name for t in mcp.tools()}
-        for path, says in (("../outside.jsonl", "'..' is refused"),
+        for path, says in (("", "the path is empty"), ("../outside.jsonl", "'..' is refused"),
                            (str(outside), "is outside the folder open to ingest"),
                            ("sub/link.jsonl", "is outside the folder open to ingest"),
                            ("sub", "leads outside the folder open to ingest"),
@@ -86,7 +86,8 @@ def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path
     both = paper("watch-d", "Dingopipe", "pipeline bubbles")
     (watched / "d1.jsonl").write_text(both)
     (watched / "d2.jsonl").write_text(both)
-    with connect(stdio_params(home, ["--watch", str(watched)])) as mcp:
+    with (tmp_path / "stderr.txt").open("w") as errlog, \
+            connect(stdio_params(home, ["--watch", str(watched)]), errlog=errlog) as mcp:
         assert present(mcp, "watch-a") and present(mcp, "watch-d")  # ingested at start
         assert mcp.ok("list_papers")["total"] == 62
 
@@ -103,11 +104,15 @@ def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path
 
         (watched / "c.jsonl").write_text(paper("watch-c", "Cobrastep", "step scheduling") + "{not json\n")
         (watched / "b.jsonl").write_text("{broken\n")
-        wait_for(lambda: mcp.ok("list_papers") and sum("c.jsonl" in m for m in mcp.logs)
-                 and sum("b.jsonl" in m for m in mcp.logs), WITHIN,
+        # told beside the next result, as warnings: not as log notifications, which need the
+        # logging capability the protocol deprecates
+        wait_for(lambda: mcp.ok("list_papers") and sum("c.jsonl" in m for m in mcp.warnings)
+                 and sum("b.jsonl" in m for m in mcp.warnings), WITHIN,
                  "the malformed files reported to the client")
+        assert all(w.startswith("warning: watch: ") for w in mcp.warnings) and not mcp.logs
         assert not present(mcp, "watch-c") and present(mcp, "watch-b")  # the index as it was
         assert mcp.ok("list_papers")["total"] == 62
+    assert "Warning" not in (tmp_path / "stderr.txt").read_text()  # no MCPDeprecationWarning
 
 
 def test_rag_ingest_watch_creates_the_index_and_follows_the_folder(tmp_path: Path) -> None:

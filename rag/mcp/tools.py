@@ -39,6 +39,7 @@ from rag.mcp.results import (
     Verdict,
     clip,
     fit,
+    quoted,
     size,
 )
 from rag.retrieve import Retriever
@@ -72,7 +73,7 @@ def find_paper(retriever: Retriever, ident: str) -> Paper:
     key = _ARXIV_VERSION.sub(r"\1", key)
     pid = index_for(snap).ids.get(key) or index_for(snap).ids.get(key.lower())
     if pid is None or pid not in snap.papers:
-        raise InputError(f"no paper with id, arXiv id or DOI {ident!r} in the index",
+        raise InputError(f"no paper with id, arXiv id or DOI {quoted(ident)} in the index",
                          "find papers with search_papers or list_papers")
     return snap.papers[pid]
 
@@ -131,7 +132,7 @@ class RagTools:
                 return self._filled(self._others[index])
         known = [i.index for i in self.indexes()]
         if index not in known:
-            raise IndexStoreError(f"no index {index!r}", f"the indexes are: {', '.join(known)}")
+            raise IndexStoreError(f"no index {quoted(index)}", f"the indexes are: {', '.join(known)}")
         from rag.store import Store
 
         settings = self.settings.model_copy(update={"index": index})
@@ -222,7 +223,7 @@ class RagTools:
         start = 0
         if cursor:
             if not cursor.isdigit() or int(cursor) > len(listed):
-                raise InputError(f"cursor {cursor!r} is not one this server gave",
+                raise InputError(f"cursor {quoted(cursor)} is not one this server gave",
                                  "start again without a cursor")
             start = int(cursor)
         rows = [PaperRef.of(p) for p in listed[start: start + PAGE]]
@@ -276,12 +277,14 @@ class RagTools:
         if root is None:
             raise InputError("ingest is off", "start the server with --allow-ingest DIR")
         given = Path(path.strip())
-        if not path.strip() or ".." in given.parts:
-            raise InputError(f"{path!r}: a path with '..' is refused",
+        if not path.strip():
+            raise InputError("the path is empty", f"give a file or folder inside {root}")
+        if ".." in given.parts:
+            raise InputError(f"{quoted(path)}: a path with '..' is refused",
                              f"give a path inside {root}")
         target = given if given.is_absolute() else root / given
         if not target.resolve().is_relative_to(root):
-            raise InputError(f"{path!r} is outside the folder open to ingest ({root})",
+            raise InputError(f"{quoted(path)} is outside the folder open to ingest ({root})",
                              f"give a path inside {root}")
         files = expand_paths([target])
         for f in files:  # a link inside the folder may lead out of it
