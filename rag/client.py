@@ -1,7 +1,7 @@
 """A thin HTTP client for a running `rag serve`, used by the CLI when RAG_SERVER_URL is set.
 
 `remote_search` and `remote_ask` return exactly the objects `rag search --json` and
-`rag ask --json` print locally. The server's errors come back as the same RagError classes
+`rag ask --json` print locally, from the index the server serves (naming another is an error). The server's errors come back as the same RagError classes
 (so the CLI's exit codes match), and a server that cannot be reached is a RagError with a hint.
 """
 
@@ -103,18 +103,34 @@ def _request(remote: Remote, method: str, path: str, *, read_timeout: float,
     return data
 
 
+def check_index(remote: Remote, index: str | None) -> None:
+    """A server answers from the one index it serves: an index named here (`--index`, or
+    RAG_INDEX) that is another is refused, never answered from the server's."""
+    wanted = index or os.environ.get("RAG_INDEX", "").strip()
+    if not wanted:
+        return
+    served = _request(remote, "GET", "/health", read_timeout=60.0).get("index")
+    if served != wanted:
+        raise InputError(
+            f"the rag server at {remote.url.rstrip('/')} serves the index '{served}', not '{wanted}'",
+            f"start a server on it (`rag serve --index {wanted}`) and point RAG_SERVER_URL at it, "
+            "or unset RAG_SERVER_URL to read it here")
+
+
 def remote_search(remote: Remote, query: str, k: int, venue: str | None = None,
                   year: str | int | None = None, source: str | None = None,
-                  category: str | None = None) -> dict[str, Any]:
+                  category: str | None = None, index: str | None = None) -> dict[str, Any]:
     """GET /search: the object `rag search --json` prints."""
+    check_index(remote, index)
     given = {"venue": venue, "year": year, "source": source, "category": category}
     params = {"q": query, "k": k, **{k: v for k, v in given.items() if v not in (None, "")}}
     return _request(remote, "GET", "/search", params=params, read_timeout=60.0)
 
 
 def remote_ask(remote: Remote, question: str, options: AskOptions,
-               export: str | None = None) -> dict[str, Any]:
+               export: str | None = None, index: str | None = None) -> dict[str, Any]:
     """POST /ask with the same options object: the object `rag ask --json` prints (with the
     cited papers in `export` format when asked)."""
+    check_index(remote, index)
     body = {"question": question, **options.for_request(), **({"export": export} if export else {})}
     return _request(remote, "POST", "/ask", json=body, read_timeout=ASK_TIMEOUT)

@@ -22,7 +22,14 @@ import numpy as np
 
 from rag.config import Settings
 from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
-from rag.corpus.merge import Merge, Merger, entries, gone_sources, merge_with_index
+from rag.corpus.merge import (
+    Merge,
+    Merger,
+    entries,
+    gone_sources,
+    merge_with_index,
+    records_in_order,
+)
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
@@ -30,6 +37,7 @@ from rag.errors import IndexStoreError, InputError, ParseError
 from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
+from rag.store.indexes import built_otherwise
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -125,22 +133,6 @@ def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
     return results, skipped
 
 
-def _records(results: list[FileResult]) -> tuple[list[Paper], set[str]]:
-    """The records of all files in order, and the PMIDs deleted (PubMed DeleteCitation): a
-    deletion removes the records of earlier files, and a later record brings the paper back."""
-    records: list[Paper] = []
-    deleted: set[str] = set()
-    for r in results:
-        if r.deleted:
-            gone = set(r.deleted)
-            records = [p for p in records if p.ids.get("pmid") not in gone]
-            deleted |= gone
-        for p in r.papers:
-            deleted.discard(p.ids.get("pmid", ""))
-            records.append(p)
-    return records, deleted
-
-
 def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
     texts = splitter.split_text(paper.abstract)  # type: ignore[attr-defined]
     return [Chunk(f"{paper.paper_id}#{i}", paper.paper_id, t, i) for i, t in enumerate(texts)]
@@ -212,7 +204,7 @@ def ingest(
     for r in results:
         for why, n in r.left_out.items():
             report.left_out[why] = report.left_out.get(why, 0) + n
-    records, deleted = _records(results)
+    records, deleted = records_in_order(results)
     merger = Merger(replace)
     for record in records:
         merger.add(record)
@@ -359,8 +351,20 @@ def _embed_group(group: list[tuple[Paper, list[Chunk]]], sentences: dict[str, li
     return rows, sent_rows
 
 
+def open_index(settings: Settings, say: Callable[[str], None] | None = None,
+               show_progress: bool = True, empty_ok: bool = False) -> Store:
+    """The store of settings.index, to read from: the default index is made, and filled from
+    settings.seeds when empty (`ensure_seeded`); a named one must exist and hold papers, and a
+    mistyped name leaves no empty index behind. `empty_ok`: a named index may be new or empty
+    (`rag mcp --allow-ingest`, whose ingest tool fills it)."""
+    default = settings.index == Settings.model_fields["index"].default
+    store = Store(settings, create=default or empty_ok)
+    ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)
+    return store
+
+
 def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] | None = None,
-                  show_progress: bool = True) -> None:
+                  show_progress: bool = True, empty_ok: bool = False) -> None:
     """The default index, when empty, gets settings.seeds ingested first (what `rag ask` and
     `rag serve` do). An index named on purpose is the user's own: filling an empty one with
     seeds/ would show the seed papers as if they were theirs (after a failed ingest, say)."""
@@ -368,11 +372,9 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
         return
     if settings.index != Settings.model_fields["index"].default:
         if _built_otherwise(settings, store):
-            raise IndexStoreError(
-                f"the index '{settings.index}' was built with other chunk settings, and has no "
-                "papers under these",
-                "set RAG_CHUNK_SIZE, RAG_CHUNK_OVERLAP and RAG_CHUNK_VECTORS as when it was built "
-                f"to read it, or rebuild it with these: `rag ingest PATH --index {settings.index}`")
+            raise built_otherwise(settings)
+        if empty_ok:
+            return
         raise IndexStoreError(f"the index '{settings.index}' is empty",
                               f"fill it with `rag ingest PATH --index {settings.index}`")
     seeds = settings.seeds

@@ -11,7 +11,8 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING, Annotated, Any, Literal
 
-from pydantic import AfterValidator, BaseModel, ConfigDict, Field
+from pydantic import AfterValidator, BaseModel, BeforeValidator, ConfigDict, Field
+from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
@@ -29,7 +30,13 @@ def _short_year(v: str | int | None) -> str | int | None:
     return v
 
 
-YearFilter = Annotated[str | int | None, AfterValidator(_short_year), Field(
+def _not_bool(v: Any) -> Any:
+    if isinstance(v, bool):  # JSON true is no year (pydantic would read it as 1)
+        raise PydanticCustomError("int_type", "Input should be a year, not true or false")
+    return v
+
+
+YearFilter = Annotated[str | int | None, BeforeValidator(_not_bool), AfterValidator(_short_year), Field(
     description="A year or range: 2023, 2022-2023, 2022-, -2023.")]
 
 

@@ -10,7 +10,7 @@ import re
 import time
 from collections.abc import Callable, Iterator
 from pathlib import Path
-from typing import Any
+from typing import Any, TextIO
 
 from anyio.from_thread import BlockingPortal, start_blocking_portal
 
@@ -46,13 +46,17 @@ def stdio_params(home: Path, extra_args: list[str] | None = None, cwd: Path = RO
 
 
 class Session:
-    """A connected MCP client; `call` returns the CallToolResult."""
+    """A connected MCP client; `call` returns the CallToolResult, and keeps the warnings
+    that came beside a result (text blocks after the first, "warning: ...") in `warnings`."""
 
     def __init__(self, portal: BlockingPortal, client: Any, logs: list[str]) -> None:
         self.portal, self.client, self.logs = portal, client, logs
+        self.warnings: list[str] = []
 
     def call(self, name: str, **arguments: Any) -> Any:
-        return self.portal.call(self.client.call_tool, name, arguments)
+        result = self.portal.call(self.client.call_tool, name, arguments)
+        self.warnings += [c.text for c in result.content[1:] if getattr(c, "text", "").startswith("warning: ")]
+        return result
 
     def ok(self, name: str, **arguments: Any) -> dict[str, Any]:
         """The structured result of a call that must succeed."""
@@ -75,11 +79,15 @@ class Session:
 
 
 @contextlib.contextmanager
-def connect(server: Any) -> Iterator[Session]:
+def connect(server: Any, errlog: TextIO | None = None) -> Iterator[Session]:
     """A client connected to `server` (StdioServerParameters, or a Transport); the server's
-    log messages (opted in at warning) are collected in Session.logs."""
-    from mcp import Client
+    log messages (opted in at warning) are collected in Session.logs, and a stdio server's
+    stderr goes to `errlog` when given."""
+    from mcp import Client, StdioServerParameters
+    from mcp.client.stdio import stdio_client
 
+    if errlog is not None and isinstance(server, StdioServerParameters):
+        server = stdio_client(server, errlog=errlog)
     logs: list[str] = []
 
     async def on_log(params: Any) -> None:

@@ -162,6 +162,12 @@ def test_llm_failures_are_503_with_a_hint(client: TestClient) -> None:
         err = resp.json()
         assert "not running" in err["error"] and "ollama serve" in err["hint"]
         assert err["type"] == "LLMUnavailable"
+        # what an HTTP client does about it: no command-line option
+        assert 'send "llm": "none"' in err["hint"] and "--llm" not in err["hint"], err["hint"]
+    resp = client.post("/v1/chat/completions", json={"model": "rag:llama3.2", "messages": [
+        {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 503
+    assert 'use the model "rag-offline"' in resp.json()["error"]["hint"] and "--" not in resp.json()["error"]["hint"]
 
 
 def test_auto_falls_back_offline_with_a_notice(client: TestClient) -> None:
@@ -169,10 +175,13 @@ def test_auto_falls_back_offline_with_a_notice(client: TestClient) -> None:
     assert body["answerer"] == "extractive" and any("not running" in n for n in body["notices"])
 
 
-def test_bad_input_is_400(client: TestClient) -> None:
-    resp = client.post("/ask", json={"question": "   "})
-    assert resp.status_code == 400
-    assert resp.json()["error"] == "the question is empty" and resp.json()["hint"]
+def test_a_blank_question_is_the_empty_questions_422_everywhere(client: TestClient) -> None:
+    for resp, field in ((client.post("/ask", json={"question": "   "}), "question"),
+                        (client.get("/search", params={"q": " "}), "q"),
+                        (client.post("/chat", json={"messages": [{"role": "user", "content": " "}]}),
+                         "messages.0.content")):
+        assert resp.status_code == 422 and resp.json()["fields"] == [field], resp.text
+        assert "is empty" in resp.json()["error"] and "1..2000 characters" in resp.json()["hint"]
 
 
 # -- limits: 422 naming the field -----------------------------------------------------------------
@@ -196,6 +205,9 @@ LIMITS = [
     ("get", "/search", {"q": "x" * 2001}, "q"),
     ("get", "/search", {"q": "x", "k": 51}, "k"),
     ("get", "/search", {"q": "x", "k": 0}, "k"),
+    ("post", "/ask", {"question": "   "}, "question"),
+    ("get", "/search", {"q": "  "}, "q"),
+    ("post", "/ask", {"question": "hi", "year": True}, "year"),  # not the year 1
 ]
 
 
@@ -211,6 +223,68 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
     assert all("loc" in d and "msg" in d for d in body["detail"])
     assert all(set(d) == {"loc", "msg", "type"} for d in body["detail"])
     assert "x" * 100 not in resp.text  # no echo of a 2,000-character input
+
+
+@pytest.mark.parametrize(("method", "path", "payload", "field", "hint"), [
+    ("get", "/papers", {"format": "pdf"}, "format", "format is one of 'json', 'bibtex', 'ris' or 'csl-json'"),
+    ("post", "/ask", {"question": "hi", "filters": {"yaer": 2023}}, "filters.yaer",
+     "the fields of filters are: venue, year, source, category"),
+    ("post", "/ask", {"question": "hi", "colour": "red"}, "colour", "the fields are: k, llm, model,"),
+    ("post", "/ask", {"question": "hi", "k": 0}, "k", "k is a whole number from 1 to 50"),
+    ("post", "/ask", {"question": "hi", "llm": "gpt"}, "llm", "llm is one of 'auto', 'ollama' or 'none'"),
+    ("post", "/ask", {"question": "hi", "year": True}, "year", "year is a year or a range"),
+    ("post", "/chat", {"messages": [MSG] * 51}, "messages", "1..50 messages"),
+    ("post", "/chat", {"messages": [{"role": "robot", "content": "a"}]}, "messages.0.role",
+     "role is user, assistant or system"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG] * 60 + [
+        {"role": "user", "content": ""}]}, "messages.60.content", "a question is 1..2000 characters"),
+])
+def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: str, path: str,
+                                                    payload: dict[str, Any], field: str, hint: str) -> None:
+    resp = client.get(path, params=payload) if method == "get" else client.post(path, json=payload)
+    body = resp.json()["error"] if path.startswith("/v1") else resp.json()
+    assert resp.status_code == (400 if path.startswith("/v1") else 422)
+    assert body["fields"] == [field] and hint in body["hint"], body
+    assert "50 messages" not in body["hint"] or path == "/chat"  # /v1 trims, it has no such limit
+
+
+@pytest.mark.parametrize(("content", "headers", "says", "hint"), [
+    (b'{"question": "hi",}', {"Content-Type": "application/json"},
+     "the body is not valid JSON: Expecting property name enclosed in double quotes: line 1 column 19 (char 18)",
+     "send one JSON object"),
+    (b'{"question":\n  "hi"\n  "k": 3}', {"Content-Type": "application/json"},
+     "the body is not valid JSON: Expecting ',' delimiter: line 3 column 3", "send one JSON object"),
+    (b'{"question": "caf\xe9?"}', {"Content-Type": "application/json"},
+     "the body is not valid JSON: it is not UTF-8 text (byte 0xe9 at position 17)", "encoded as UTF-8"),
+    (b"[" * 100_000 + b"]" * 100_000, {"Content-Type": "application/json"},
+     "the body nests arrays or objects too deep to be read as JSON", "send one JSON object"),
+    (b'{"question": "What does DynaPipe optimise?"}', {"Content-Type": "text/plain"},
+     "it needs the header `Content-Type: application/json` (it came as 'text/plain')", "send one JSON object"),
+    (b'{"question": "What does DynaPipe optimise?"}', {},
+     "it needs the header `Content-Type: application/json` (it came without one)", "send one JSON object"),
+])
+def test_a_body_that_is_no_json_object_says_why(client: TestClient, content: bytes, headers: dict[str, str],
+                                                says: str, hint: str) -> None:
+    resp = client.post("/ask", content=content, headers=headers)
+    assert resp.status_code == 400 and resp.json()["type"] == "InvalidJSON", resp.text
+    assert says in resp.json()["error"] and hint in resp.json()["hint"], resp.json()
+    assert "fields" not in resp.json()  # no character offset posing as a field
+    v1 = client.post("/v1/chat/completions", content=content, headers=headers)
+    assert v1.status_code == 400 and v1.json()["error"]["type"] == "invalid_request_error"
+    assert says in v1.json()["error"]["message"] and v1.json()["error"]["param"] is None
+
+
+def test_an_unknown_paper_is_404_by_path_and_by_id(client: TestClient) -> None:
+    for resp in (client.get("/papers/nope"), client.get("/papers", params={"id": "nope"}),
+                 client.get("/papers", params={"id": "nope", "format": "bibtex"})):
+        assert resp.status_code == 404 and resp.json()["type"] == "NotFound"
+        assert "'nope'" in resp.json()["error"] and "GET /papers" in resp.json()["hint"]
+        assert "`rag" not in resp.json()["hint"]
+
+
+def test_a_wrong_method_under_v1_is_the_clients_error(client: TestClient) -> None:
+    resp = client.get("/v1/chat/completions")
+    assert resp.status_code == 405 and resp.json()["error"]["type"] == "invalid_request_error"
 
 
 def test_openai_long_conversations_are_answered_and_bad_requests_are_400(client: TestClient) -> None:

@@ -319,6 +319,22 @@ def test_cli_remote_errors_keep_their_exit_codes(server: RagServer, tmp_path: Pa
     assert "nonexistent" in no_model.stderr and "ollama pull" in no_model.stderr
 
 
+def test_cli_through_the_server_refuses_an_index_it_does_not_serve(server: RagServer,
+                                                                   tmp_path: Path) -> None:
+    """The server answers from its one index: another named with --index or RAG_INDEX is
+    refused (exit 2), never answered from the server's index."""
+    env = {"RAG_SERVER_URL": server.url, "RAG_API_KEY": KEY}
+    for args, extra in ((("search", "--json", "pipelines", "--index", "other"), {}),
+                        (("ask", "--json", "--llm", "none", FACT_Q, "--index", "other"), {}),
+                        (("search", "--json", "pipelines"), {"RAG_INDEX": "other"})):
+        res = run_rag(*args, cwd=tmp_path, env={**env, **extra})
+        assert res.returncode == 2 and res.stdout == "", (args, res.stderr)
+        assert f"the rag server at {server.url} serves the index 'default', not 'other'" in res.stderr
+        assert "rag serve --index other" in res.stderr and "unset RAG_SERVER_URL" in res.stderr
+    same = run_rag("search", "--json", "pipelines", "--index", "default", cwd=tmp_path, env=env)
+    assert same.returncode == 0 and json.loads(same.stdout)["index"] == "default", same.stderr
+
+
 def test_client_reports_an_unreachable_server() -> None:
     from rag.client import Remote, remote_ask, remote_search
     from rag.errors import RagError

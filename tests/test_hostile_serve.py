@@ -43,7 +43,37 @@ def test_an_oversized_body_is_a_json_413_with_or_without_content_length(client: 
     for response in (sized, chunked):
         assert response.status_code == 413
         assert response.headers["content-type"].startswith("application/json")
+        assert response.json()["type"] == "PayloadTooLarge", response.text  # the same body either way
+        assert response.json()["hint"] == "send a smaller request, or raise RAG_MAX_BODY_KB on the server"
     assert "RAG_MAX_BODY_KB" in sized.json()["hint"] + sized.json()["error"]
+
+
+def test_a_stalled_body_is_a_typed_408(client: TestClient, monkeypatch: pytest.MonkeyPatch) -> None:
+    """The ASGI app called directly: a test client sends the whole body at once."""
+    import asyncio
+    import json
+
+    from rag.api import limits
+
+    monkeypatch.setattr(limits, "BODY_STALL_S", 0.2)
+    scope = {"type": "http", "method": "POST", "path": "/ask", "raw_path": b"/ask", "query_string": b"",
+             "headers": [(b"host", b"127.0.0.1"), (b"content-type", b"application/json")],
+             "server": ("127.0.0.1", 80), "client": ("127.0.0.1", 5000), "scheme": "http",
+             "http_version": "1.1", "root_path": "", "state": {}}
+    sent: list[dict[str, object]] = []
+
+    async def stalled() -> dict[str, object]:
+        await asyncio.sleep(30)
+        return {"type": "http.disconnect"}
+
+    async def send(message: dict[str, object]) -> None:
+        sent.append(message)
+
+    asyncio.run(client.app(scope, stalled, send))  # type: ignore[arg-type]
+    assert sent[0]["status"] == 408
+    body = json.loads(b"".join(m.get("body", b"") for m in sent[1:]))  # type: ignore[misc]
+    assert body["type"] == "BodyTimeout" and "no request body bytes for 0 s" in body["error"]
+    assert body["hint"] == "send the whole body without pausing"
 
 
 def test_a_long_openai_conversation_is_trimmed_not_refused(client: TestClient) -> None:

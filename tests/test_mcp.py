@@ -21,9 +21,15 @@ TOOLS = {"search_papers", "ask", "get_paper", "export_citations", "list_papers",
 
 
 @pytest.fixture(scope="module")
-def mcp(seeded_settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[Session]:  # type: ignore[no-untyped-def]
+def mcp_stderr(tmp_path_factory: pytest.TempPathFactory) -> Path:
+    """Where the module's `rag mcp` writes its stderr."""
+    return tmp_path_factory.mktemp("mcp-stderr") / "stderr.txt"
+
+
+@pytest.fixture(scope="module")
+def mcp(seeded_settings, tmp_path_factory: pytest.TempPathFactory, mcp_stderr: Path) -> Iterator[Session]:  # type: ignore[no-untyped-def]
     home = copy_home(seeded_settings.home, tmp_path_factory.mktemp("mcp") / "home")
-    with connect(stdio_params(home)) as session:
+    with mcp_stderr.open("w") as errlog, connect(stdio_params(home), errlog=errlog) as session:
         yield session
 
 
@@ -48,6 +54,7 @@ def test_every_tool_has_a_description_and_both_schemas(mcp: Session) -> None:
     for t in tools.values():
         assert len(t.description or "") > 60, t.name
         assert t.input_schema["type"] == "object" and t.output_schema, t.name
+        assert t.input_schema["additionalProperties"] is False, t.name  # call_tool refuses others
     assert tools["search_papers"].input_schema["required"] == ["query"]
     assert tools["export_citations"].input_schema["properties"]["format"]["enum"] == [
         "bibtex", "ris", "csl-json"]
@@ -154,12 +161,43 @@ def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     ("list_papers", {"max_chars": 10}, "max_chars: Input should be greater than or equal to 1000"),
     ("find_source", {"quote": ""}, "the quote is empty"),
     ("no_such_tool", {}, "no_such_tool"),
+    # an argument a tool does not take is refused, never dropped: the filter would go unapplied
+    ("ask", {"question": "What does DynaPipe optimise?", "source": "no-such-file"},
+     "ask: unknown argument 'source'; the arguments are: question, venue, year, strict, index, max_chars"),
+    ("search_papers", {"query": "federated learning", "yaer": "2022"}, "unknown argument 'yaer'"),
+    ("list_papers", {"category": "q-bio", "k": 3}, "unknown arguments 'category', 'k'; the arguments are: venue"),
 ])
 def test_bad_calls_are_one_line_tool_errors_and_the_server_goes_on(
         mcp: Session, tool: str, arguments: dict, says: str) -> None:  # type: ignore[type-arg]
     text = mcp.error(tool, **arguments)
     assert says in text and "\n" not in text and "Traceback" not in text
     assert mcp.ok("get_paper", paper_id=DYNAPIPE)["label"] == "DynaPipe"
+
+
+@pytest.mark.parametrize(("tool", "arguments"), [
+    ("get_paper", {"paper_id": "x" * 100_000}),
+    ("export_citations", {"paper_ids": ["y" * 100_000]}),
+    ("search_papers", {"query": "pipelines", "index": "z" * 100_000}),
+])
+def test_an_error_keeps_to_max_chars_too(mcp: Session, tool: str, arguments: dict) -> None:  # type: ignore[type-arg]
+    text = mcp.error(tool, max_chars=1000, **arguments)
+    assert len(text) <= 1000 and "(100,000 characters)" in text and "\n" not in text
+
+
+def test_paper_resource_takes_a_doi_and_says_which_paper_is_unknown(mcp: Session, mcp_stderr: Path) -> None:
+    from mcp.shared.exceptions import MCPError
+
+    for uri in ("paper://10.1145/3627703.3629585", "paper://doi:10.1145/3627703.3629585",
+                "paper://10.1145%2F3627703.3629585", f"paper://arXiv:{DYNAPIPE}v2"):
+        assert "DynaPipe" in mcp.read(uri), uri
+    for uri, says in (("paper://nope", "no paper with id, arXiv id or DOI 'nope' in the index "
+                                       "(find papers with search_papers or list_papers)"),
+                      ("paper://", "the paper id is empty")):
+        with pytest.raises(MCPError) as caught:
+            mcp.read(uri)
+        assert caught.value.error.code == -32602 and says in caught.value.error.message, uri
+    assert mcp.ok("get_paper", paper_id=DYNAPIPE)["label"] == "DynaPipe"  # and it goes on
+    assert "Traceback" not in mcp_stderr.read_text() and "ERROR" not in mcp_stderr.read_text()
 
 
 def test_stdout_carries_only_the_protocol(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]

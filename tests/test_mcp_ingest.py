@@ -39,7 +39,7 @@ def test_allow_ingest_takes_files_inside_the_folder_only(seeded_settings, tmp_pa
     (allowed / "sub" / "link.jsonl").symlink_to(outside)
     with connect(stdio_params(home, ["--allow-ingest", str(allowed)])) as mcp:
         assert "ingest" in {t.name for t in mcp.tools()}
-        for path, says in (("../outside.jsonl", "'..' is refused"),
+        for path, says in (("", "the path is empty"), ("../outside.jsonl", "'..' is refused"),
                            (str(outside), "is outside the folder open to ingest"),
                            ("sub/link.jsonl", "is outside the folder open to ingest"),
                            ("sub", "leads outside the folder open to ingest"),
@@ -56,6 +56,28 @@ def test_allow_ingest_takes_files_inside_the_folder_only(seeded_settings, tmp_pa
         assert mcp.ok("list_papers")["total"] == 61 and not present(mcp, "mcp-outside")
 
 
+def test_allow_ingest_starts_on_a_new_index_and_fills_it(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`rag mcp --index NEW --allow-ingest DIR` serves: its ingest tool is the one way to
+    fill NEW, and reads before that say the index is empty (not "no papers match")."""
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    allowed = tmp_path / "allowed"
+    allowed.mkdir()
+    (allowed / "new.jsonl").write_text(paper("mcp-new", "Quokkaflow", "gradient checkpoint placement"))
+    with connect(stdio_params(home, ["--index", "brandnew", "--allow-ingest", str(allowed)])) as mcp:
+        for tool, arguments in (("search_papers", {"query": "Quokkaflow"}), ("list_papers", {}),
+                                ("ask", {"question": "What does Quokkaflow place?"}),
+                                ("get_paper", {"paper_id": "mcp-new"}), ("find_source", {"quote": "x"})):
+            text = mcp.error(tool, **arguments)
+            assert text.endswith("the index 'brandnew' is empty (ingest first: add papers with the "
+                                 "ingest tool)"), (tool, text)
+        assert {"index": "brandnew", "papers": 0} in json.loads(mcp.read("rag://indexes"))["indexes"]
+        assert mcp.ok("ingest", path="new.jsonl")["new"] == 1
+        hits = mcp.ok("search_papers", query="Quokkaflow gradient checkpoint placement", k=3)
+        assert [h["paper_id"] for h in hits["results"]] == ["mcp-new"]
+        assert mcp.ok("list_papers")["total"] == 1
+        assert mcp.ok("list_papers", index="default")["total"] == 60
+
+
 def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
     home = copy_home(seeded_settings.home, tmp_path / "home")
     watched = tmp_path / "watched"
@@ -64,7 +86,8 @@ def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path
     both = paper("watch-d", "Dingopipe", "pipeline bubbles")
     (watched / "d1.jsonl").write_text(both)
     (watched / "d2.jsonl").write_text(both)
-    with connect(stdio_params(home, ["--watch", str(watched)])) as mcp:
+    with (tmp_path / "stderr.txt").open("w") as errlog, \
+            connect(stdio_params(home, ["--watch", str(watched)]), errlog=errlog) as mcp:
         assert present(mcp, "watch-a") and present(mcp, "watch-d")  # ingested at start
         assert mcp.ok("list_papers")["total"] == 62
 
@@ -81,11 +104,15 @@ def test_watch_follows_new_deleted_and_malformed_files(seeded_settings, tmp_path
 
         (watched / "c.jsonl").write_text(paper("watch-c", "Cobrastep", "step scheduling") + "{not json\n")
         (watched / "b.jsonl").write_text("{broken\n")
-        wait_for(lambda: mcp.ok("list_papers") and sum("c.jsonl" in m for m in mcp.logs)
-                 and sum("b.jsonl" in m for m in mcp.logs), WITHIN,
+        # told beside the next result, as warnings: not as log notifications, which need the
+        # logging capability the protocol deprecates
+        wait_for(lambda: mcp.ok("list_papers") and sum("c.jsonl" in m for m in mcp.warnings)
+                 and sum("b.jsonl" in m for m in mcp.warnings), WITHIN,
                  "the malformed files reported to the client")
+        assert all(w.startswith("warning: watch: ") for w in mcp.warnings) and not mcp.logs
         assert not present(mcp, "watch-c") and present(mcp, "watch-b")  # the index as it was
         assert mcp.ok("list_papers")["total"] == 62
+    assert "Warning" not in (tmp_path / "stderr.txt").read_text()  # no MCPDeprecationWarning
 
 
 def test_rag_ingest_watch_creates_the_index_and_follows_the_folder(tmp_path: Path) -> None:
@@ -142,10 +169,19 @@ def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> No
     other = run_rag("search", "mesh sharding", "--index", "pooled", cwd=ROOT,
                     env={"RAG_HOME": str(home), "RAG_CHUNK_VECTORS": "model"})
     assert other.returncode == 3 and "built with other chunk settings" in other.stderr
+    # a mistyped name leaves no index behind; one an earlier rag left empty is not listed
+    typo = run_rag("search", "mesh sharding", "--index", "typo", cwd=ROOT, env={"RAG_HOME": str(home)})
+    assert typo.returncode == 3 and "there is no index 'typo'" in typo.stderr
+    from rag.store import Store
+
+    Store(seeded_settings.model_copy(update={"home": home, "index": "leftover"})).close()
     with connect(stdio_params(home)) as mcp:
         assert json.loads(mcp.read("rag://indexes"))["indexes"] == [
             {"index": "default", "papers": 60}, {"index": "other", "papers": 1},
             {"index": "pooled", "papers": 1}]
+        for name in ("typo", "leftover"):
+            says = mcp.error("search_papers", query="mesh sharding", index=name)
+            assert says.endswith(f"no index '{name}' (the indexes are: default, other, pooled)"), says
         hits = mcp.ok("search_papers", query="mesh sharding", index="pooled")
         assert [h["paper_id"] for h in hits["results"]] == ["pooled-one"]
         hits = mcp.ok("search_papers", query="NVLink topology search", index="other")

@@ -24,9 +24,29 @@ def test_an_empty_named_index_is_not_filled_with_seeds(args: list[str], env: dic
                                                        tmp_path: Path) -> None:
     res = run_rag(*args, cwd=tmp_path, env=_env(tmp_path / ".rag", **env))
     assert res.returncode == 3, res.stderr
-    assert "the index 'mine' is empty" in res.stderr
+    assert "there is no index 'mine'" in res.stderr and "(no index holds papers yet)" in res.stderr
     assert "rag ingest PATH --index mine" in res.stderr
     assert "ingesting" not in res.stderr and res.stdout == ""
+
+
+def test_a_mistyped_index_is_refused_and_leaves_nothing_behind(tmp_path: Path) -> None:
+    """Every read of an index that is not there says so, naming those that are; none makes
+    the index, so the next read says the same (not "is empty"), and `rag mcp` lists none."""
+    home = tmp_path / ".rag"
+    built = run_rag("ingest", "-q", str(SEEDS / "000_1d593446947ebb0f.txt"), "--index", "lib",
+                    cwd=tmp_path, env=_env(home))
+    assert built.returncode == 0, built.stderr
+    with reserve_port() as hold:
+        reads = [["search", "long sequences", "--index", "lbi"], ["papers", "--index", "lbi"],
+                 ["ask", "--llm", "none", "What is Skrull?", "--index", "lbi"],
+                 ["papers", "--index", "lbi", "show", "x"], ["mcp", "--index", "lbi"],
+                 ["serve", "--port", str(hold.getsockname()[1]), "--index", "lbi"],
+                 ["search", "long sequences", "--index", "lbi"]]
+        for args in reads:
+            res = run_rag(*args, cwd=tmp_path, env=_env(home))
+            assert res.returncode == 3, (args, res.stderr)
+            assert "there is no index 'lbi'" in res.stderr and "(the indexes are: lib)" in res.stderr, args
+            assert res.stdout == "", args
 
 
 def test_a_failed_ingest_into_a_named_index_does_not_show_the_seeds(tmp_path: Path) -> None:
@@ -37,7 +57,7 @@ def test_a_failed_ingest_into_a_named_index_does_not_show_the_seeds(tmp_path: Pa
     assert failed.returncode == 2, failed.stderr
     listed = run_rag("papers", "--index", "bib", cwd=tmp_path, env=_env(home))
     assert listed.returncode == 3, listed.stderr
-    assert "Skrull" not in listed.stdout and "is empty" in listed.stderr
+    assert "Skrull" not in listed.stdout and "there is no index 'bib'" in listed.stderr
 
 
 def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
@@ -45,7 +65,7 @@ def test_serve_on_an_empty_named_index_exits_3(tmp_path: Path) -> None:
         res = run_rag("serve", "--port", str(hold.getsockname()[1]), "--index", "mine",
                       cwd=tmp_path, env=_env(tmp_path / ".rag"))
     assert res.returncode == 3, res.stderr
-    assert "the index 'mine' is empty" in res.stderr and "--index mine" in res.stderr
+    assert "there is no index 'mine'" in res.stderr and "--index mine" in res.stderr
 
 
 def test_an_index_keeps_the_chunk_vectors_it_was_built_with(tmp_path: Path) -> None:

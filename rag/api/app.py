@@ -51,13 +51,12 @@ PAGE_HEADERS = {
 # -- start-up -------------------------------------------------------------------------------
 
 
-def load_pipeline(settings: Settings, say: Any = None) -> Pipeline:
-    """Open the index (ingesting settings.seeds into an empty one), load the models, warm up."""
-    from rag.ingest import ensure_seeded
-    from rag.store import Store
+def load_pipeline(settings: Settings, say: Any = None, empty_ok: bool = False) -> Pipeline:
+    """Open the index (ingesting settings.seeds into an empty default one; `empty_ok`: a named
+    one may be new or empty), load the models, warm up."""
+    from rag.ingest import open_index
 
-    store = Store(settings)
-    ensure_seeded(settings, store, say=say, show_progress=False)
+    store = open_index(settings, say=say, show_progress=False, empty_ok=empty_ok)
     pipeline = Pipeline(settings, Retriever(settings, store=store))
     pipeline.retriever.snapshot()  # chunk texts and the BM25 index
     pipeline.retriever.embed_query("warm up")  # the ONNX session

@@ -7,16 +7,29 @@ clients expect: {"error": {"message", "type", "code", "param", "hint"}}.
 
 from __future__ import annotations
 
+import json
 import logging
+import re
 from collections.abc import Sequence
 from typing import Any
 
 from fastapi import FastAPI, Request
 from fastapi.exceptions import RequestValidationError
 from fastapi.responses import JSONResponse, Response
+from pydantic import BaseModel
 from starlette.exceptions import HTTPException as StarletteHTTPException
 
-from rag.api.models import MAX_MESSAGES, ErrorPublic, ValidationErrorPublic
+from rag.api.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_MESSAGES,
+    MAX_TOTAL_CHARS,
+    AskRequest,
+    ChatMessage,
+    ChatRequest,
+    ErrorPublic,
+    ValidationErrorPublic,
+    _Filters,
+)
 from rag.errors import InputError, LLMError, RagError
 from rag.schema import MAX_K, MAX_QUESTION
 
@@ -46,6 +59,18 @@ class PayloadTooLarge(InputError):
         super().__init__(message, "send a smaller request, or raise RAG_MAX_BODY_KB on the server")
 
 
+class InvalidJSON(InputError):
+    """A body that is no JSON object sent as JSON (400): not JSON at all, not UTF-8, nested
+    too deep, or sent without `Content-Type: application/json`."""
+
+
+class BodyTimeout(InputError):
+    """A body that stalled (408)."""
+
+    def __init__(self, message: str) -> None:
+        super().__init__(message, "send the whole body without pausing")
+
+
 class ClientGone(Exception):
     """The client closed the connection before its answer was ready: nobody reads a reply."""
 
@@ -57,6 +82,8 @@ def status_of(exc: BaseException) -> int:
         return 404
     if isinstance(exc, PayloadTooLarge):
         return 413
+    if isinstance(exc, BodyTimeout):
+        return 408
     if isinstance(exc, InputError):
         return 400
     if isinstance(exc, LLMError):
@@ -64,10 +91,19 @@ def status_of(exc: BaseException) -> int:
     return 500
 
 
-def describe(exc: BaseException) -> tuple[str, str, str]:
-    """(message, hint, type) for any exception; internals are summarised, never dumped."""
+# The pipeline's hints name the command line's options; over HTTP the request says the same.
+_CLI_OPTIONS = [(re.compile(r"\buse --llm none\b"), 'send "llm": "none"', 'use the model "rag-offline"'),
+                (re.compile(r"\bwith --model\b"), 'with "model"', 'with the model "rag:<name>"')]
+
+
+def describe(exc: BaseException, openai: bool = False) -> tuple[str, str, str]:
+    """(message, hint, type) for any exception, the hint as an HTTP client (of /v1 when
+    `openai`) acts on it; internals are summarised, never dumped."""
     if isinstance(exc, RagError):
-        return exc.message, exc.hint, type(exc).__name__
+        hint = exc.hint
+        for option, field, model in _CLI_OPTIONS:
+            hint = option.sub(model if openai else field, hint)
+        return exc.message, hint, type(exc).__name__
     return (f"internal error: {type(exc).__name__}: {exc}",
             "this is a bug in rag; the server log has the details", "InternalError")
 
@@ -78,16 +114,15 @@ def is_openai(request: Request) -> bool:
 
 def openai_error(message: str, hint: str, type_: str, status: int,
                  param: str | None = None) -> dict[str, Any]:
-    kind = {400: "invalid_request_error", 401: "authentication_error", 404: "invalid_request_error",
-            413: "invalid_request_error",
-            422: "invalid_request_error", 503: "service_unavailable"}.get(status, "server_error")
+    kind = ("authentication_error" if status == 401 else "service_unavailable" if status == 503
+            else "invalid_request_error" if 400 <= status < 500 else "server_error")  # OpenAI's names
     code = "model_not_found" if type_ == "UnknownModel" else type_
     return {"error": {"message": message, "type": kind, "code": code, "param": param, "hint": hint}}
 
 
 def error_response(request: Request, exc: BaseException) -> JSONResponse:
     status = status_of(exc)
-    message, hint, type_ = describe(exc)
+    message, hint, type_ = describe(exc, is_openai(request))
     headers = {"WWW-Authenticate": "Bearer"} if status == 401 else None
     if is_openai(request):
         body = openai_error(message, hint, type_, status, "model" if type_ == "UnknownModel" else None)
@@ -102,8 +137,42 @@ def _field(loc: Sequence[str | int]) -> str:
     return ".".join(parts) or "body"
 
 
-LIMITS_HINT = (f"limits: question 1..{MAX_QUESTION} characters, k 1..{MAX_K}, "
-               f"1..{MAX_MESSAGES} messages ending with the user's question")
+QUESTION_HINT = f"a question is 1..{MAX_QUESTION} characters, not only spaces"
+# What to do about a field, by its name (the last part of its location).
+FIELD_HINTS = {
+    "question": QUESTION_HINT, "q": QUESTION_HINT,
+    "k": f"k is a whole number from 1 to {MAX_K}",
+    "year": "year is a year or a range: 2023, \"2022-2023\", \"2022-\", \"-2023\"",
+    "role": "role is user, assistant or system, and the last message is the user's question",
+    "content": f"a message is at most {MAX_MESSAGE_CHARS:,} characters, the last one (the "
+               f"question) 1..{MAX_QUESTION}; all of them at most {MAX_TOTAL_CHARS:,} together",
+    "body": "send one JSON object with `Content-Type: application/json` (see /docs)",
+}
+# The fields of each request body, for the hint of one that is not among them.
+_BODY_FIELDS: dict[str, type[BaseModel]] = {"/ask": AskRequest, "/chat": ChatRequest,
+                                            "filters": _Filters, "messages": ChatMessage}
+
+
+def _hint(request: Request, error: dict[str, Any]) -> str:
+    """What to do about the first bad field: its own limits, its accepted values, or the
+    fields there are."""
+    loc, kind = error["loc"], error["type"]
+    if kind == "extra_forbidden" and not is_openai(request):
+        parent = next((str(p) for p in reversed(loc[1:-1]) if isinstance(p, str)), request.url.path)
+        if model := _BODY_FIELDS.get(parent):
+            return f"the fields{' of ' + parent if parent in ('filters', 'messages') else ''} are: " \
+                   f"{', '.join(model.model_fields)}"
+    name = str(loc[-1]) if loc else "body"
+    if name == "content" and "question" in error["msg"]:  # the last message
+        return QUESTION_HINT
+    if name == "messages":
+        return ("at least one message, the last the user's question" if is_openai(request)
+                else f"1..{MAX_MESSAGES} messages, the last the user's question")
+    if name in FIELD_HINTS:
+        return FIELD_HINTS[name]
+    if kind == "literal_error" and error.get("expected"):
+        return f"{_field(loc)} is one of {error['expected']}"
+    return f"see {request.method} {request.url.path} at /docs"
 
 
 def validation_response(request: Request, errors: Sequence[Any]) -> JSONResponse:
@@ -111,15 +180,47 @@ def validation_response(request: Request, errors: Sequence[Any]) -> JSONResponse
                "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in errors]
     fields = list(dict.fromkeys(_field(d["loc"]) for d in detail))
     message = "invalid request: " + "; ".join(f"{_field(d['loc'])}: {d['msg']}" for d in detail)
+    hint = _hint(request, {**detail[0], "expected": (errors[0].get("ctx") or {}).get("expected")}) \
+        if detail else ""
     if is_openai(request):  # OpenAI answers a malformed request with 400
-        body = openai_error(message, LIMITS_HINT, "ValidationError", 400, fields[0] if fields else None)
+        body = openai_error(message, hint, "ValidationError", 400, fields[0] if fields else None)
         body["error"]["fields"] = fields
         body["detail"] = detail
         return JSONResponse(body, status_code=400)
     else:
-        body = ValidationErrorPublic(error=message, hint=LIMITS_HINT, type="ValidationError",
+        body = ValidationErrorPublic(error=message, hint=hint, type="ValidationError",
                                      fields=fields, detail=detail).model_dump()  # type: ignore[arg-type]
     return JSONResponse(body, status_code=422)
+
+
+def unreadable_body(request: Request, exc: Exception) -> InvalidJSON | None:
+    """The body is no JSON object that the fields could be read from: said as such, not as
+    the field-by-field 422 (which named a character offset as the field, or "a valid
+    dictionary" for JSON sent as text/plain). FastAPI raises a RequestValidationError for
+    bad JSON, keeps a body not sent as JSON as bytes, and answers a 400 for the rest."""
+    how = f"send one JSON object with `Content-Type: application/json` (see {request.url.path} at /docs)"
+    if isinstance(exc, RequestValidationError):
+        first = exc.errors()[0] if exc.errors() else {}
+        loc = tuple(first.get("loc", ()))
+        if first.get("type") == "json_invalid":
+            where = json.JSONDecodeError((first.get("ctx") or {}).get("error", "JSON decode error"),
+                                         exc.body if isinstance(exc.body, str) else "",
+                                         loc[1] if len(loc) > 1 and isinstance(loc[1], int) else 0)
+            return InvalidJSON(f"the body is not valid JSON: {where}", how)
+        if loc == ("body",) and isinstance(first.get("input"), bytes):
+            given = request.headers.get("content-type")
+            return InvalidJSON("the body was not sent as JSON: it needs the header "
+                               "`Content-Type: application/json` "
+                               f"({f'it came as {given!r}' if given else 'it came without one'})", how)
+        return None
+    cause = exc.__cause__
+    if isinstance(cause, UnicodeDecodeError):
+        return InvalidJSON(f"the body is not valid JSON: it is not UTF-8 text (byte "
+                           f"{cause.object[cause.start]:#04x} at position {cause.start})",
+                           "send the JSON encoded as UTF-8")
+    if isinstance(cause, RecursionError):
+        return InvalidJSON("the body nests arrays or objects too deep to be read as JSON", how)
+    return None
 
 
 def field_error(loc: tuple[str | int, ...], msg: str, type_: str = "value_error") -> RequestValidationError:
@@ -153,10 +254,18 @@ def install(app: FastAPI) -> None:
 
     async def on_validation(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, RequestValidationError)
+        if problem := unreadable_body(request, exc):
+            return error_response(request, problem)
         return validation_response(request, exc.errors())
 
     async def on_http(request: Request, exc: Exception) -> JSONResponse:
         assert isinstance(exc, StarletteHTTPException)
+        # the body guards (rag.api.limits) raise these while the body is read
+        problem = (PayloadTooLarge(str(exc.detail)) if exc.status_code == 413
+                   else BodyTimeout(str(exc.detail)) if exc.status_code == 408
+                   else unreadable_body(request, exc) if exc.status_code == 400 else None)
+        if problem is not None:
+            return error_response(request, problem)
         if exc.status_code == 404:
             message, hint = f"no such endpoint: {request.url.path}", "the endpoints are listed at /docs"
         elif exc.status_code == 405:
@@ -181,7 +290,8 @@ def install(app: FastAPI) -> None:
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
-    400: {"model": ErrorPublic, "description": "Bad input (InputError)."},
+    400: {"model": ErrorPublic, "description": "Bad input (InputError), or a body that is no JSON "
+                                               "object sent as JSON (InvalidJSON)."},
     401: {"model": ErrorPublic, "description": "RAG_API_KEY is set and the bearer token is missing or wrong."},
     422: {"model": ValidationErrorPublic, "description": "A limit is broken; `fields` names the field."},
     500: {"model": ErrorPublic, "description": "Unexpected failure (index problem or bug)."},

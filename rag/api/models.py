@@ -11,6 +11,7 @@ import dataclasses
 from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
+from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
 from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
@@ -187,6 +188,13 @@ class AskRequest(_AnswerOptions):
     question: str = Field(min_length=1, max_length=MAX_QUESTION)
     export: Literal["bibtex", "ris", "csl-json"] | None = Field(
         None, description="Also return the cited papers in this format (`export` in the answer).")
+
+    @field_validator("question")
+    @classmethod
+    def _not_blank(cls, v: str) -> str:  # a 422 naming the field, as the empty question is
+        if not v.strip():
+            raise PydanticCustomError("string_too_short", "the question is empty")
+        return v
 
 
 class ChatMessage(BaseModel):

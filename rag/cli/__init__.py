@@ -105,7 +105,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
     if remote:
         from rag.client import remote_search
 
-        result = remote_search(remote, query, k, **filters)
+        result = remote_search(remote, query, k, index=index, **filters)
     else:
         from rag.retrieve import Filters
 
@@ -238,7 +238,7 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
     if remote:
         from rag.client import remote_ask
 
-        result = remote_ask(remote, question, options, export=fmt)
+        result = remote_ask(remote, question, options, export=fmt, index=index)
         emit_json(result) if as_json else _print_result(result)
         if export_to and result.get("export"):
             _write_file(export_to, result["export"]["text"], len(result["citations"]), fmt)

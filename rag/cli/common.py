@@ -58,11 +58,10 @@ def emit_json(obj: Any) -> None:
 
 
 def _ensure_index(settings: Any) -> Any:
-    """Open the retriever; an empty index gets seeds/ ingested first, saying so."""
-    from rag.ingest import ensure_seeded
+    """Open the retriever; an empty default index gets seeds/ ingested first, saying so, and a
+    named index that does not exist is an error (rag.ingest.open_index)."""
+    from rag.ingest import open_index
     from rag.retrieve import Retriever
-    from rag.store import Store
 
-    store = Store(settings)
-    ensure_seeded(settings, store, say=lambda text: click.echo(text, err=True))
+    store = open_index(settings, say=lambda text: click.echo(text, err=True))
     return Retriever(settings, store=store)

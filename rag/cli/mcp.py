@@ -57,7 +57,8 @@ def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple
     settings = _settings(index)
     if watch_paths:  # before the index is opened: the watched files make it, not seeds/
         tell(sync(list(watch_paths), settings), _say)
-    pipeline = load_pipeline(settings, _say)
+    # With --allow-ingest a new or empty named index is served: the ingest tool fills it.
+    pipeline = load_pipeline(settings, _say, empty_ok=allow_ingest is not None)
     tools = RagTools(settings, lambda: pipeline, defaults, allow_ingest)
     notes = Notes()
     server = build(tools, allow_ingest=allow_ingest is not None, notes=notes)

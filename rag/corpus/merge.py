@@ -20,10 +20,15 @@ from __future__ import annotations
 
 import copy
 import unicodedata
+from collections.abc import Sequence
 from dataclasses import dataclass
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_link
+
+if TYPE_CHECKING:
+    from rag.corpus import FileResult
 
 PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
 
@@ -320,3 +325,19 @@ def gone_sources(stored: dict[str, Paper], source_paths: dict[str, str]) -> froz
     where = {p.source: source_paths[pid] for pid, p in stored.items() if pid in source_paths}
     named = {str(e.get("source")) for p in stored.values() for e in entries(p)}
     return frozenset(src for src in named | set(where) if not Path(where.get(src, src)).exists())
+
+
+def records_in_order(results: Sequence[FileResult]) -> tuple[list[Paper], set[str]]:
+    """The records of all files in order, and the PMIDs deleted (PubMed DeleteCitation): a
+    deletion removes the records of earlier files, and a later record brings the paper back."""
+    records: list[Paper] = []
+    deleted: set[str] = set()
+    for r in results:
+        if r.deleted:
+            gone = set(r.deleted)
+            records = [p for p in records if p.ids.get("pmid") not in gone]
+            deleted |= gone
+        for p in r.papers:
+            deleted.discard(p.ids.get("pmid", ""))
+            records.append(p)
+    return records, deleted

@@ -172,6 +172,11 @@ def fit(items: Sequence[T], build: Callable[[Sequence[T], int], M], budget: int)
     return build(items[:lo], len(items) - lo)
 
 
+def quoted(text: str, limit: int = 100) -> str:
+    """A caller's string as an error message quotes it: a 100,000-character id is no message."""
+    return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
+
+
 def clip(text: str, budget: int, what: str = "text") -> str:
     """Text cut to the budget, saying so."""
     if len(text) <= budget:

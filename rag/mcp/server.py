@@ -13,7 +13,7 @@ from typing import Annotated, Any, Literal
 
 import anyio
 from mcp.server.mcpserver import Context, MCPServer
-from mcp.server.mcpserver.exceptions import ToolError, UnexpectedToolError
+from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, Field, ValidationError
 
@@ -31,6 +31,7 @@ from rag.mcp.results import (
     SearchResult,
     SourceResult,
     clip,
+    quoted,
     text_of,
 )
 from rag.mcp.tools import RagTools
@@ -64,10 +65,19 @@ READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
 class RagMCPServer(MCPServer[Any]):
-    """MCPServer whose argument errors read as one line ("k: Input should be ...")."""
+    """MCPServer whose argument errors read as one line ("k: Input should be ..."), and that
+    refuses arguments a tool does not take (the SDK drops them: a filter with a typo in its
+    name would go unapplied without a word)."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
+        tool = self._tool_manager.get_tool(name)
+        accepted = list(tool.parameters.get("properties", {})) if tool else []
+        unknown = [key for key in arguments if tool and key not in accepted]
+        if unknown:
+            named = ", ".join(quoted(key, 60) for key in unknown[:5])
+            raise ToolError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {named}; "
+                            f"the arguments are: {', '.join(accepted)}")
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -80,7 +90,9 @@ class RagMCPServer(MCPServer[Any]):
 
 
 class Notes:
-    """Problems of the watched folders, also told to the client on its next call."""
+    """Problems of the watched folders, also told to the client: a text block of warnings
+    beside the next tool result. Not log notifications: the protocol deprecates the logging
+    capability (SEP-2577), and a server must declare it to send them."""
 
     def __init__(self) -> None:
         self.pending: list[str] = []
@@ -88,9 +100,9 @@ class Notes:
     def add(self, text: str) -> None:
         self.pending.append(text)
 
-    async def flush(self, ctx: Context[Any, Any]) -> None:
-        while self.pending:
-            await ctx.warning(self.pending.pop(0), logger_name="rag.watch")
+    def take(self) -> list[str]:
+        taken, self.pending = self.pending, []
+        return taken
 
 
 def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = None) -> RagMCPServer:
@@ -99,22 +111,25 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
                           instructions=INSTRUCTIONS, version=__version__, log_level="WARNING")
     notes = notes or Notes()
 
-    async def run(ctx: Context[Any, Any], work: Callable[[], BaseModel], budget: int) -> CallToolResult:
-        await notes.flush(ctx)
+    async def run(work: Callable[[], BaseModel], budget: int) -> CallToolResult:
         try:
             # In a worker thread: answering is CPU work, and the event loop keeps serving
             # other clients. A client that leaves mid-call leaves the work to finish.
             result = await anyio.to_thread.run_sync(work)
-        except RagError as exc:  # one line: what is wrong, then what to do
-            raise ToolError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
-        text = clip(text_of(result), budget)
-        return CallToolResult(content=[TextContent(type="text", text=text)],
-                              structured_content=result.model_dump(mode="json"))
+        except RagError as exc:  # one line: what is wrong, then what to do, within the budget
+            text = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            room = budget - 60  # the SDK puts "Error executing tool NAME: " before it
+            raise ToolError(text if len(text) <= room else
+                            text[: room - 24] + " [cut to fit max_chars]") from None
+        content = [TextContent(type="text", text=clip(text_of(result), budget))]
+        if warnings := notes.take():
+            content.append(TextContent(type="text", text=clip(
+                "\n".join(f"warning: {w}" for w in warnings), budget, "warnings")))
+        return CallToolResult(content=content, structured_content=result.model_dump(mode="json"))
 
     @server.tool(annotations=READ_ONLY)
     async def search_papers(
         query: Annotated[str, Field(description="Topic, question or keywords.")],
-        ctx: Context[Any, Any],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many papers.")] = 10,
         venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
@@ -123,13 +138,12 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         each paper's id, title, year, arXiv id / DOI, score and its best-matching sentence.
         Use it to see what the library holds; use `ask` to get an answer."""
         filters = {"venue": venue, "year": year, "source": source, "category": category}
-        return await run(ctx, lambda: tools.search_papers(query, k, filters, index, max_chars),
+        return await run(lambda: tools.search_papers(query, k, filters, index, max_chars),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def ask(
         question: Annotated[str, Field(description="The question, in plain words.")],
-        ctx: Context[Any, Any],
         venue: Venue = None, year: Year = None,
         strict: Annotated[bool | None, Field(
             description="Drop sentences their citations do not support.")] = None,
@@ -140,35 +154,33 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         do not answer it, it declines and shows the nearest evidence: do not answer from
         memory then. Prefer this over search_papers for any factual question about the papers."""
         filters = {"venue": venue, "year": year}
-        return await run(ctx, lambda: tools.ask(question, strict, filters, index, max_chars),
+        return await run(lambda: tools.ask(question, strict, filters, index, max_chars),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def get_paper(
         paper_id: Annotated[str, Field(description="The index's paper id, an arXiv id "
                                                    "(2311.10418, arXiv:2311.10418v2) or a DOI.")],
-        ctx: Context[Any, Any], max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperRecord]:
         """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract."""
-        return await run(ctx, lambda: tools.get_paper(paper_id, max_chars), max_chars)
+        return await run(lambda: tools.get_paper(paper_id, max_chars), max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def export_citations(
         paper_ids: Annotated[list[str], Field(min_length=1, max_length=200, description=(
             "Papers to export: ids as other tools return them, arXiv ids or DOIs."))],
-        ctx: Context[Any, Any],
         format: Annotated[Literal["bibtex", "ris", "csl-json"], Field(
             description="bibtex (.bib), ris (.ris) or csl-json (Zotero, Pandoc).")] = "bibtex",
         max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, ExportResult]:
         """The papers as a BibTeX, RIS or CSL-JSON document for a reference manager (the same
         text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids."""
-        return await run(ctx, lambda: tools.export_citations(paper_ids, format, max_chars),
+        return await run(lambda: tools.export_citations(paper_ids, format, max_chars),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def list_papers(
-        ctx: Context[Any, Any],
         venue: Venue = None, year: Year = None, source: Source = None,
         cursor: Annotated[str | None, Field(
             description="next_cursor of the previous page; leave out for the first page.")] = None,
@@ -177,18 +189,18 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         """A page of the library's papers (id, title, year, arXiv id / DOI) with the total;
         call again with next_cursor until it is absent to see them all."""
         filters = {"venue": venue, "year": year, "source": source}
-        return await run(ctx, lambda: tools.list_papers(filters, cursor, index, max_chars),
+        return await run(lambda: tools.list_papers(filters, cursor, index, max_chars),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def find_source(
         quote: Annotated[str, Field(description="The sentence to trace, as quoted.")],
-        ctx: Context[Any, Any], index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, SourceResult]:
         """Which paper's abstract holds a quoted sentence, word for word or nearly (a
         paraphrase the citation judge accepts), with the abstract's sentence. Use it to check
         or attribute a quote."""
-        return await run(ctx, lambda: tools.find_source(quote, index, max_chars), max_chars)
+        return await run(lambda: tools.find_source(quote, index, max_chars), max_chars)
 
     if allow_ingest:
         @server.tool(annotations=ToolAnnotations(read_only_hint=False, destructive_hint=False,
@@ -196,16 +208,19 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         async def ingest(
             path: Annotated[str, Field(description="A file or folder inside the folder the "
                                                    "server opened to ingest (relative to it).")],
-            ctx: Context[Any, Any],
-        ) -> Annotated[CallToolResult, IngestResult]:
+            ) -> Annotated[CallToolResult, IngestResult]:
             """Add the abstracts of a file (text, JSONL, BibTeX, arXiv snapshot) to the index,
             incrementally: unchanged papers cost nothing."""
-            return await run(ctx, lambda: tools.ingest(path), DEFAULT_MAX_CHARS)
+            return await run(lambda: tools.ingest(path), DEFAULT_MAX_CHARS)
 
-    @server.resource("paper://{paper_id}", mime_type="text/plain",
+    # {+paper_id}: a DOI holds '/', which a plain {paper_id} never matches
+    @server.resource("paper://{+paper_id}", mime_type="text/plain",
                      description="A paper's metadata and abstract, by id, arXiv id or DOI.")
     def paper(paper_id: str) -> str:
-        return text_of(tools.get_paper(paper_id, MAX_MAX_CHARS))
+        try:
+            return text_of(tools.get_paper(paper_id, MAX_MAX_CHARS))
+        except RagError as exc:  # the SDK's "not found" (-32602) with rag's message; no traceback
+            raise ResourceNotFoundError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
 
     @server.resource("rag://indexes", mime_type="application/json",
                      description="The indexes of this server with their paper counts.")
@@ -215,6 +230,8 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         return json.dumps({"default": tools.settings.index,
                            "indexes": [i.model_dump() for i in tools.indexes()]})
 
+    for tool in server._tool_manager.list_tools():  # as call_tool enforces
+        tool.parameters["additionalProperties"] = False
     return server
 
 

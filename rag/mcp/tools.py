@@ -39,13 +39,13 @@ from rag.mcp.results import (
     Verdict,
     clip,
     fit,
+    quoted,
     size,
 )
 from rag.retrieve import Retriever
 from rag.retrieve.metadata import index_for
 from rag.schema import MAX_QUESTION, AskOptions
-from rag.store.collection import fingerprint
-from rag.store.format import vector_kinds
+from rag.store.indexes import index_sizes
 
 PAGE = 50  # papers on a list page at most (fewer when the budget says so)
 _ID_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|https?://arxiv\.org/abs/|arxiv:|doi:)",
@@ -73,7 +73,7 @@ def find_paper(retriever: Retriever, ident: str) -> Paper:
     key = _ARXIV_VERSION.sub(r"\1", key)
     pid = index_for(snap).ids.get(key) or index_for(snap).ids.get(key.lower())
     if pid is None or pid not in snap.papers:
-        raise InputError(f"no paper with id, arXiv id or DOI {ident!r} in the index",
+        raise InputError(f"no paper with id, arXiv id or DOI {quoted(ident)} in the index",
                          "find papers with search_papers or list_papers")
     return snap.papers[pid]
 
@@ -116,36 +116,39 @@ class RagTools:
     # -- indexes --------------------------------------------------------------------------
 
     def indexes(self) -> list[IndexInfo]:
-        """The indexes in this data directory (or Chroma server) with their paper counts."""
-        client = self.base().retriever.store.client
-        suffixes = [f"-{fingerprint(kind)}" for kind in vector_kinds(self.settings)]
-        out: dict[str, IndexInfo] = {}
-        for c in client.list_collections():
-            name = getattr(c, "name", str(c))
-            for suffix in suffixes:
-                index = name.removesuffix(suffix)
-                if index != name:  # of two kinds, the one with papers (as rag.store reads it)
-                    papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
-                    count = max(papers.count(), out[index].papers if index in out else 0)
-                    out[index] = IndexInfo(index=index, papers=count)
-        return sorted(out.values(), key=lambda i: i.index)
+        """The indexes in this data directory (or Chroma server) that hold papers, and the
+        server's own, with their paper counts."""
+        sizes = index_sizes(self.base().retriever.store.client, self.settings)
+        return [IndexInfo(index=index, papers=papers) for index, papers in sizes.items()
+                if papers or index == self.settings.index]
 
     def pipeline(self, index: str | None = None) -> Pipeline:
+        """The pipeline of an index with papers in it (an empty one is an error: the answer
+        "no papers match" would read as if the index held nothing on the topic)."""
         if not index or index == self.settings.index:
-            return self.base()
+            return self._filled(self.base())
         with self._lock:
             if index in self._others:
-                return self._others[index]
+                return self._filled(self._others[index])
         known = [i.index for i in self.indexes()]
         if index not in known:
-            raise IndexStoreError(f"no index {index!r}", f"the indexes are: {', '.join(known)}")
+            raise IndexStoreError(f"no index {quoted(index)}", f"the indexes are: {', '.join(known)}")
         from rag.store import Store
 
         settings = self.settings.model_copy(update={"index": index})
         embedder = self.base().retriever.embedder
-        pipeline = Pipeline(settings, Retriever(settings, store=Store(settings), embedder=embedder))
+        store = Store(settings, create=False)
+        pipeline = Pipeline(settings, Retriever(settings, store=store, embedder=embedder))
         with self._lock:
             return self._others.setdefault(index, pipeline)
+
+    def _filled(self, pipeline: Pipeline) -> Pipeline:
+        if pipeline.corpus_size() == 0:  # `rag mcp --allow-ingest` may start on an empty index
+            index = pipeline.settings.index
+            hint = ("ingest first: add papers with the ingest tool" if self.allow_ingest
+                    else f"fill it with `rag ingest PATH --index {index}`")
+            raise IndexStoreError(f"the index '{index}' is empty", hint)
+        return pipeline
 
     def close(self) -> None:
         with self._lock:
@@ -189,7 +192,7 @@ class RagTools:
         return _shrink(result, budget)
 
     def get_paper(self, paper_id: str, budget: int) -> PaperRecord:
-        p = find_paper(self.base().retriever, paper_id)
+        p = find_paper(self.pipeline().retriever, paper_id)
         record = PaperRecord(**{**PaperRef.of(p).model_dump(), "abstract": p.abstract,
                                 "authors": p.authors, "journal_ref": p.journal_ref, "date": p.date,
                                 "categories": p.categories, "source": p.source})
@@ -204,7 +207,7 @@ class RagTools:
 
         if not paper_ids:
             raise InputError("no paper ids given", "pass the ids of the papers to export")
-        retriever = self.base().retriever
+        retriever = self.pipeline().retriever
         papers = list({p.paper_id: p for p in (find_paper(retriever, i) for i in paper_ids)}.values())
 
         def build(kept: Sequence[Paper], more: int) -> ExportResult:
@@ -221,7 +224,7 @@ class RagTools:
         start = 0
         if cursor:
             if not cursor.isdigit() or int(cursor) > len(listed):
-                raise InputError(f"cursor {cursor!r} is not one this server gave",
+                raise InputError(f"cursor {quoted(cursor)} is not one this server gave",
                                  "start again without a cursor")
             start = int(cursor)
         rows = [PaperRef.of(p) for p in listed[start: start + PAGE]]
@@ -275,12 +278,14 @@ class RagTools:
         if root is None:
             raise InputError("ingest is off", "start the server with --allow-ingest DIR")
         given = Path(path.strip())
-        if not path.strip() or ".." in given.parts:
-            raise InputError(f"{path!r}: a path with '..' is refused",
+        if not path.strip():
+            raise InputError("the path is empty", f"give a file or folder inside {root}")
+        if ".." in given.parts:
+            raise InputError(f"{quoted(path)}: a path with '..' is refused",
                              f"give a path inside {root}")
         target = given if given.is_absolute() else root / given
         if not target.resolve().is_relative_to(root):
-            raise InputError(f"{path!r} is outside the folder open to ingest ({root})",
+            raise InputError(f"{quoted(path)} is outside the folder open to ingest ({root})",
                              f"give a path inside {root}")
         files = expand_paths([target])
         for f in files:  # a link inside the folder may lead out of it

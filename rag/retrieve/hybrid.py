@@ -159,16 +159,15 @@ def load_snapshot(store: Store, settings: Settings) -> Snapshot:
         if snap is None or snap.version != version:
             snap = Snapshot(store)
             try:
-                if not snap.chunk_ids:  # an empty index: nothing worth caching
-                    raise OSError("empty index")
-                for old in cache.parent.glob(f"{store.name}-v*"):  # incl. old .pickle files
-                    if old.is_dir() and not old.is_symlink():
-                        shutil.rmtree(old)
-                    else:
-                        old.unlink(missing_ok=True)
-                tmp = cache.with_name(cache.name + ".tmp")
-                snap.save(tmp)
-                tmp.replace(cache)
+                if snap.chunk_ids:  # an empty index: nothing worth caching (nor a warning)
+                    for old in cache.parent.glob(f"{store.name}-v*"):  # incl. old .pickle files
+                        if old.is_dir() and not old.is_symlink():
+                            shutil.rmtree(old)
+                        else:
+                            old.unlink(missing_ok=True)
+                    tmp = cache.with_name(cache.name + ".tmp")
+                    snap.save(tmp)
+                    tmp.replace(cache)
             except OSError as exc:
                 log.warning("could not cache the BM25 index: %s", exc)
         _snapshots[key] = snap

@@ -1,9 +1,12 @@
 """The Chroma collections: chunks with their vectors, and each paper's sentence vectors.
 
 `collection`: the one module that talks to Chroma (`Store`); `format`: what a record holds and
-how the layout is versioned; `check`: the segment checks that tell damage from a full disk.
+how the layout is versioned; `indexes`: the indexes' names and sizes; `check`: the segment
+checks that tell damage from a full disk.
 """
 
-from rag.store.collection import Chunk, Store, collection_name, fingerprint, index_error
+from rag.store.collection import Chunk, Store, index_error
+from rag.store.format import fingerprint
+from rag.store.indexes import collection_name
 
 __all__ = ["Chunk", "Store", "collection_name", "fingerprint", "index_error"]

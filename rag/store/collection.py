@@ -11,7 +11,6 @@ from __future__ import annotations
 import json
 import logging
 import os
-import re
 import shlex
 import time
 from collections.abc import Iterable, Iterator, Sequence
@@ -24,14 +23,14 @@ import numpy as np
 from rag.config import Settings
 from rag.corpus.paper import Paper
 from rag.embed import MODEL_NAME
-from rag.errors import IndexStoreError, InputError, RagError
+from rag.errors import IndexStoreError, RagError
 from rag.store import format as store_format
-from rag.store import space
-from rag.store.format import CHUNK_RECIPE, fingerprint
+from rag.store import indexes, space
+from rag.store.format import CHUNK_RECIPE
+from rag.store.indexes import collection_name
 
 log = logging.getLogger(__name__)
 
-_INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,40}$")
 _BATCH = 2000  # stay under Chroma's max batch size
 _WHERE_BATCH = 500  # paper ids per `$in` filter
 VERSION_TTL = 1.0
@@ -43,15 +42,6 @@ class Chunk:
     paper_id: str
     text: str
     index: int
-
-
-def collection_name(settings: Settings) -> str:
-    if not _INDEX_NAME.match(settings.index):
-        raise InputError(
-            f"index name {settings.index!r} is not allowed",
-            "use letters, digits, '-' and '_' (at most 41 characters), e.g. --index scifact",
-        )
-    return f"{settings.index}-{fingerprint(settings)}"
 
 
 def rebuild_command(settings: Settings) -> str:
@@ -159,9 +149,11 @@ def _where_in(key: str, values: list[str]) -> dict[str, Any]:
 class Store:
     """One index: a Chroma collection of chunks."""
 
-    def __init__(self, settings: Settings, upgrade: bool = False) -> None:
+    def __init__(self, settings: Settings, upgrade: bool = False, create: bool = True) -> None:
         """`upgrade`: bring an index of an earlier format up to date (the caller holds the
-        ingest lock); without it such an index is an error that says how to upgrade."""
+        ingest lock); without it such an index is an error that says how to upgrade.
+        `create`: make the index if it does not exist; without it a missing index is an error
+        naming those that exist, and a mistyped name leaves no empty index behind."""
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
         self.client = _Guarded(_client(settings), settings)
         self.settings = settings = store_format.own_vectors(
@@ -169,6 +161,10 @@ class Store:
             lambda n: _Guarded(self.client.get_collection(n, embedding_function=None), settings).count(),
             growing=upgrade)
         self.name = collection_name(settings)
+        if not create:
+            names = [getattr(c, "name", str(c)) for c in self.client.list_collections()]
+            if self.name not in names:
+                raise indexes.missing(settings, self.client, names)
         self._version: tuple[int, float] | None = None
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`
         try:

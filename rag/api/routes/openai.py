@@ -197,7 +197,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         return f"data: {json.dumps(obj, ensure_ascii=False)}\n\n".encode()
 
     def error(exc: BaseException) -> bytes:
-        message, hint, type_ = describe(exc)
+        message, hint, type_ = describe(exc, openai=True)
         return f"data: {json.dumps(openai_error(message, hint, type_, status_of(exc)))}\n\n".encode()
 
     async def stream() -> AsyncIterator[bytes]:

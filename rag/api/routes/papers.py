@@ -18,7 +18,7 @@ from rag.api.deps import (
     PipelineDep,
     SettingsDep,
 )
-from rag.api.errors import ERROR_RESPONSES, NotFound
+from rag.api.errors import ERROR_RESPONSES, NotFound, field_error
 from rag.api.models import ErrorPublic, PaperListPublic, PaperPublic, SearchResultsPublic
 from rag.corpus.paper import Paper
 from rag.export import MEDIA_TYPES, export_parts, select
@@ -55,6 +55,15 @@ async def _exported(exports: ThreadPoolExecutor, papers: list[Paper], fmt: str,
     return StreamingResponse(stream(), media_type=MEDIA_TYPES[fmt])
 
 
+def _known(papers: list[Paper], ids: list[str], index: str) -> list[str]:
+    """The ids, each of a paper listed: an unknown one is a 404, as GET /papers/{id} says."""
+    listed = {p.paper_id for p in papers}
+    if missing := [i for i in dict.fromkeys(ids) if i not in listed]:
+        raise NotFound(f"no paper with id {', '.join(map(repr, missing[:5]))} in the index '{index}'",
+                       "list the ids with GET /papers, or find papers with GET /search?q=...")
+    return ids
+
+
 @router.get("/search", response_model=SearchResultsPublic,
             summary="Rank papers for a query (the object `rag search --json` prints)")
 async def search(
@@ -66,13 +75,17 @@ async def search(
     source: Annotated[str | None, Query(max_length=500)] = None,
     category: Annotated[str | None, Query(max_length=100, description="arXiv category.")] = None,
 ) -> Any:
+    if not q.strip():  # a 422 naming the field, as the empty query is
+        raise field_error(("query", "q"), "the query is empty", "string_too_short")
     filters = AskOptions(venue=venue, year=year, source=source, category=category).to_filters()
     retriever = pipeline.retriever
     hits = await relay.run_blocking(executor, lambda: retriever.search(q, k, filters))
     return search_public(q, settings.index, hits)
 
 
-@router.get("/papers", response_model=PaperListPublic, responses=EXPORT_RESPONSES,
+@router.get("/papers", response_model=PaperListPublic,
+            responses={**EXPORT_RESPONSES, 404: {"model": ErrorPublic,
+                                                 "description": "A paper named by `id` is unknown."}},
             summary="Every paper in the index (the object `rag papers --json` prints), or "
                     "all of them as BibTeX, RIS or CSL-JSON (`rag papers --format`)")
 async def papers(
@@ -84,7 +97,7 @@ async def papers(
 ) -> Any:
     # An export lists the papers in its own pool too: that listing is most of a small export.
     every = await relay.run_blocking(exports if format != "json" else light, pipeline.retriever.papers)
-    listed = select(every, id or [])
+    listed = select(every, _known(every, id or [], pipeline.settings.index))
     if format != "json":
         return await _exported(exports, listed, format, every)
     return {"papers": [p.to_dict() for p in listed]}

@@ -1,0 +1,57 @@
+"""The indexes a store holds (by name, with their paper counts), and what a read of one that
+is not there says: an index is a collection named after it and a fingerprint of the settings
+that built it (rag.store.format), beside that collection's `-paper-sentences`."""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rag.config import Settings
+from rag.errors import IndexStoreError, InputError
+from rag.store.format import fingerprint, vector_kinds
+
+_INDEX_NAME = re.compile(r"^[A-Za-z0-9][A-Za-z0-9_-]{0,40}$")
+
+
+def collection_name(settings: Settings) -> str:
+    if not _INDEX_NAME.match(settings.index):
+        raise InputError(
+            f"index name {settings.index!r} is not allowed",
+            "use letters, digits, '-' and '_' (at most 41 characters), e.g. --index scifact",
+        )
+    return f"{settings.index}-{fingerprint(settings)}"
+
+def index_sizes(client: Any, settings: Settings) -> dict[str, int]:
+    """The indexes of this store that these settings read (either kind of chunk vectors, as
+    `vector_kinds` weighs them) and their paper counts, by name."""
+    suffixes = [f"-{fingerprint(kind)}" for kind in vector_kinds(settings)]
+    out: dict[str, int] = {}
+    for c in client.list_collections():
+        name = getattr(c, "name", str(c))
+        for suffix in suffixes:
+            index = name.removesuffix(suffix)
+            if index != name:  # of two kinds, the one with papers (as rag.store reads it)
+                papers = client.get_collection(f"{name}-paper-sentences", embedding_function=None)
+                out[index] = max(papers.count(), out.get(index, 0))
+    return dict(sorted(out.items()))
+
+
+def built_otherwise(settings: Settings) -> IndexStoreError:
+    return IndexStoreError(
+        f"the index '{settings.index}' was built with other chunk settings, and has no "
+        "papers under these",
+        "set RAG_CHUNK_SIZE, RAG_CHUNK_OVERLAP and RAG_CHUNK_VECTORS as when it was built "
+        f"to read it, or rebuild it with these: `rag ingest PATH --index {settings.index}`")
+
+
+def missing(settings: Settings, client: Any, names: list[str]) -> IndexStoreError:
+    """A read of an index with no collection under these settings (a mistyped --index, or
+    one built with other chunk settings), naming the indexes that hold papers."""
+    if any(re.fullmatch(rf"{re.escape(settings.index)}-[0-9a-f]{{8}}", n) for n in names):
+        return built_otherwise(settings)
+    known = [index for index, papers in index_sizes(client, settings).items() if papers]
+    listed = f"the indexes are: {', '.join(known)}" if known else "no index holds papers yet"
+    return IndexStoreError(
+        f"there is no index '{settings.index}' in {settings.chroma_url or settings.index_dir} ({listed})",
+        f"fill it with `rag ingest PATH --index {settings.index}`, or name one that exists")
