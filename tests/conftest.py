@@ -18,9 +18,6 @@ RAG = str(Path(sys.executable).parent / "rag")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Never reach a real Ollama from tests by accident.
 os.environ["OLLAMA_HOST"] = "http://127.0.0.1:9"
-# The `rag` command in a subprocess imports this checkout's rag, not the checkout the venv's
-# editable install points at (a git worktree shares the main checkout's venv).
-os.environ["PYTHONPATH"] = os.pathsep.join(filter(None, [str(ROOT), os.environ.get("PYTHONPATH")]))
 
 
 @pytest.fixture(scope="session")

@@ -175,6 +175,9 @@ _PUBLISHED_ASKS = content_words(
     "journal proceedings year years from collection corpus library index here have has list "
     "show name find give") | GENERIC
 _YEARS = re.compile(r"(?<![\d.])(?:19|20)\d{2}(?![\d.])|'\d{2}\b")
+# A question about where or when papers appeared names a year or says so.
+PUBLISHED_CUE = re.compile(_YEARS.pattern + r"|\b(?:published|appeared|presented|accepted|venue|"
+                           r"conference|journal|proceedings)\b", re.I)
 
 
 def asks_only_for_published(question: str, venue_words: Collection[str], years: Collection[int]) -> bool:

@@ -13,6 +13,7 @@ from dataclasses import dataclass
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
+    PUBLISHED_CUE,
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
@@ -110,6 +111,8 @@ class SourceChooser:
         journal reference, a venue note, year; within the filters) are the answer, not papers
         whose abstracts mention the year ("As of Oct. 2022, ..."). Declined when none does. None
         when the question asks anything else."""
+        if not PUBLISHED_CUE.search(question):
+            return None  # no year, nothing of where or when: not this kind (and no record read)
         snap = self.retriever.snapshot()
         index = metadata_match.index_for(snap)
         words, years = index.publication_in(question)
