@@ -108,7 +108,12 @@ def _accent(m: re.Match[str]) -> str:
 
 def _math(expr: str) -> str:
     """Inline maths as text: symbols in Unicode, \\frac and \\sqrt as a/b and √x, scripts
-    raised or lowered where Unicode can; a command not known here stays as written."""
+    raised or lowered where Unicode can; a command not known here stays as written.
+
+    By hand, not pylatexenc's LatexNodes2Text (which rag uses for LaTeX outside maths): in
+    maths mode it drops the braces that bound a script ($e^{-x^2}$ -> "e^-x^2", $10^{-8}$ ->
+    "10^-8"), glues operators to the letters before them ($O(n\\log n)$ -> "O(nlog n)") and
+    drops commands it does not know, where a reader must see what was there."""
     expr = expr.replace(r"\{", _OPEN).replace(r"\}", _CLOSE).replace(r"\|", "‖")
     expr = re.sub(r"\\[,;:> ]", " ", expr).replace(r"\!", "")
     expr = _KNOWN.sub(_command, expr)
