@@ -20,7 +20,6 @@ from rag.answering.questions import (
     asks_only_for_published,
     compared_in,
     count_in,
-    expansion_in,
     figure_test,
     is_list_question,
     name_test,
@@ -71,10 +70,10 @@ class SourceChooser:
             decision = (self._published(question, decision, filters)
                         or self._stating(question, decision, filters)
                         or self._mentioning(question, decision, filters) or decision)
-        if not decision.answerable and not list_q:
-            decision = self._plainly_asked(question, decision)
-        elif not list_q and EXPANSION.search(question):
+        if not list_q and EXPANSION.search(question):
             decision = self._spelled_out(question, decision)
+        elif not decision.answerable and not list_q:
+            decision = self._plainly_asked(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
         chosen = decision.members if list_q else decision.members[:k]
         if not list_q:
@@ -134,10 +133,8 @@ class SourceChooser:
             return None
         found = [p for p in self.retriever.snapshot().papers.values()
                  if states(p.abstract) and (filters is None or filters.accepts(p))]
-        found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
-        hits = {h.paper.paper_id: h for h in decision.members}
-        members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
-        return Decision(bool(found), decision.p_answerable, members, decision.scores, decision.named)
+        return Decision(bool(found), decision.p_answerable, _ranked(found, decision), decision.scores,
+                        decision.named)
 
     def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
         """"Which papers compare against Megatron-LM?" relates papers to a named thing and asks
@@ -161,11 +158,8 @@ class SourceChooser:
                  and (filters is None or filters.accepts(p))]
         if not found:
             return None
-        found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
-        hits = {h.paper.paper_id: h for h in decision.members}
-        # a paper past the retrieved pool has no similarity measured: 0
-        members = [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0) for p in found]
-        return Decision(True, decision.p_answerable, members, decision.scores, decision.named)
+        return Decision(True, decision.p_answerable, _ranked(found, decision), decision.scores,
+                        decision.named)
 
     def _plainly_asked(self, question: str, decision: Decision) -> Decision:
         """Questions about a named paper whose answer its abstract holds in plain sight,
@@ -175,7 +169,6 @@ class SourceChooser:
         stays declined:
 
         - "What is Skrull?": names a paper and asks nothing in particular of it;
-        - "What does TDPO-R stand for?": the named paper's abstract spells the name out;
         - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other;
         - "How many models does SysNoise measure?": the named paper's abstract gives a count of
           them ("on 20+ models").
@@ -186,8 +179,6 @@ class SourceChooser:
         subject = None
         if asks_for_summary(question, names):
             subject = named[:1]
-        elif EXPANSION.search(question):
-            subject = [p for p, n in zip(named, names, strict=True) if expansion_in(n, p.abstract)][:1]
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
             subject += [p for p in named if subject and p is not subject[0]][:1]
@@ -203,7 +194,8 @@ class SourceChooser:
         """"What does Tutel stand for?" about a named paper is answered only by the sentence
         of its abstract that spells the name (or an acronym the question asks about) out;
         without one the abstracts do not answer it, whatever else they say of the paper (the
-        models answered with Tutel's speed-ups)."""
+        models answered with Tutel's speed-ups). "What does TDPO-R stand for?", which the
+        models decline, is answered the same way."""
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
         if not named:
@@ -222,3 +214,11 @@ class SourceChooser:
         """Every paper on the question's topic (not just the top k), best first; [] when the
         abstracts do not cover it."""
         return self.decide(question, filters, True).members
+
+
+def _ranked(found: list[Paper], decision: Decision) -> list[PaperHit]:
+    """Papers found in their text, as list members: best scored first, each with the hit the
+    models saw (a paper past the retrieved pool has no similarity measured: 0)."""
+    hits = {h.paper.paper_id: h for h in decision.members}
+    return [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0)
+            for p in sorted(found, key=lambda p: -decision.scores.get(p.paper_id, 0.0))]
