@@ -9,7 +9,6 @@ from __future__ import annotations
 
 import contextlib
 import fcntl
-import re
 import sys
 import time
 from collections import defaultdict
@@ -37,7 +36,7 @@ from rag.errors import IndexStoreError, InputError, ParseError
 from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
-from rag.store.indexes import built_otherwise
+from rag.store.indexes import built_otherwise, built_with_others, collection_names
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -371,7 +370,7 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
     if store.count() > 0:
         return
     if settings.index != Settings.model_fields["index"].default:
-        if _built_otherwise(settings, store):
+        if built_with_others(settings, collection_names(store.client), store.name):
             raise built_otherwise(settings)
         if empty_ok:
             return
@@ -386,15 +385,3 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
     report = ingest([seeds], settings, store=store, show_progress=show_progress)
     if say:
         say(report.summary())
-
-
-def _built_otherwise(settings: Settings, store: Store) -> bool:
-    """Does this index name hold a collection of another fingerprint (rag.store.fingerprint:
-    other chunk sizes, or vectors made another way)?"""
-    mine = f"{settings.index}-"
-    for c in store.client.list_collections():
-        name = getattr(c, "name", str(c))
-        rest = name.removeprefix(mine)
-        if rest != name and rest != store.name.removeprefix(mine) and re.fullmatch(r"[0-9a-f]{8}", rest):
-            return True
-    return False

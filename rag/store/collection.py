@@ -157,12 +157,12 @@ class Store:
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
         self.client = _Guarded(_client(settings), settings)
         self.settings = settings = store_format.own_vectors(
-            settings, lambda: [getattr(c, "name", str(c)) for c in self.client.list_collections()],
+            settings, lambda: indexes.collection_names(self.client),
             lambda n: _Guarded(self.client.get_collection(n, embedding_function=None), settings).count(),
             growing=upgrade)
         self.name = collection_name(settings)
         if not create:
-            names = [getattr(c, "name", str(c)) for c in self.client.list_collections()]
+            names = indexes.collection_names(self.client)
             if self.name not in names:
                 raise indexes.missing(settings, self.client, names)
         self._version: tuple[int, float] | None = None

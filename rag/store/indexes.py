@@ -22,13 +22,24 @@ def collection_name(settings: Settings) -> str:
         )
     return f"{settings.index}-{fingerprint(settings)}"
 
+
+def collection_names(client: Any) -> list[str]:
+    return [getattr(c, "name", str(c)) for c in client.list_collections()]
+
+
+def built_with_others(settings: Settings, names: list[str], own: str = "") -> bool:
+    """Does this index name hold a collection of another fingerprint among `names` than its
+    `own` (rag.store.format.fingerprint: other chunk sizes, or vectors made another way)?"""
+    pattern = re.compile(rf"{re.escape(settings.index)}-[0-9a-f]{{8}}")
+    return any(n != own and pattern.fullmatch(n) for n in names)
+
+
 def index_sizes(client: Any, settings: Settings) -> dict[str, int]:
     """The indexes of this store that these settings read (either kind of chunk vectors, as
     `vector_kinds` weighs them) and their paper counts, by name."""
     suffixes = [f"-{fingerprint(kind)}" for kind in vector_kinds(settings)]
     out: dict[str, int] = {}
-    for c in client.list_collections():
-        name = getattr(c, "name", str(c))
+    for name in collection_names(client):
         for suffix in suffixes:
             index = name.removesuffix(suffix)
             if index != name:  # of two kinds, the one with papers (as rag.store reads it)
@@ -48,7 +59,7 @@ def built_otherwise(settings: Settings) -> IndexStoreError:
 def missing(settings: Settings, client: Any, names: list[str]) -> IndexStoreError:
     """A read of an index with no collection under these settings (a mistyped --index, or
     one built with other chunk settings), naming the indexes that hold papers."""
-    if any(re.fullmatch(rf"{re.escape(settings.index)}-[0-9a-f]{{8}}", n) for n in names):
+    if built_with_others(settings, names):
         return built_otherwise(settings)
     known = [index for index, papers in index_sizes(client, settings).items() if papers]
     listed = f"the indexes are: {', '.join(known)}" if known else "no index holds papers yet"
