@@ -18,6 +18,7 @@ from rag.corpus.arxiv import Restrict
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
 from rag.corpus.merge import merge_papers, where
 from rag.corpus.paper import Paper, clean_doi, real_date, sha
+from rag.corpus.streams import damaged_gzip
 from rag.errors import InputError, ParseError
 
 __all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "where"]
@@ -177,7 +178,7 @@ def _gunzip(data: bytes, source: str) -> bytes:
         with gzip.GzipFile(fileobj=io.BytesIO(data)) as gz:
             content = gz.read(MAX_FILE_BYTES + 1)
     except (OSError, EOFError, zlib.error) as exc:
-        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+        raise damaged_gzip(source, exc) from None
     if b"\x00" in content[:65536]:
         raise ParseError(source, None, "gzip-compressed file whose content is binary, not text",
                          "unpack it first (a .tar.gz is an archive of files)")

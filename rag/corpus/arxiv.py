@@ -23,7 +23,7 @@ from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
 from rag.corpus.names import Name, authors_and_names, person
 from rag.corpus.paper import Paper, category_keys, real_date
-from rag.corpus.streams import BOM, open_binary
+from rag.corpus.streams import BOM, damaged_gzip, open_binary
 from rag.errors import InputError, ParseError
 
 LAYOUT = "arxiv-snapshot"
@@ -248,7 +248,7 @@ def _records(path: Path, source: str) -> Iterator[tuple[int, Any | ParseError]]:
         with open_binary(path, source) as fh:
             yield from _values(fh, source)
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+        raise damaged_gzip(source, exc) from None
 
 
 def _values(fh: IO[bytes], source: str) -> Iterator[tuple[int, Any | ParseError]]:

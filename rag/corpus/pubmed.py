@@ -17,7 +17,7 @@ from typing import Any
 from rag.corpus.formats import _paper
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
-from rag.corpus.streams import Stream, open_binary
+from rag.corpus.streams import Stream, damaged_gzip, open_binary
 from rag.corpus.text import script
 from rag.errors import ParseError
 
@@ -175,5 +175,4 @@ def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
         stream.problems.append(ParseError(source, line, f"XML that cannot be read ({exc})",
                                           "download the file again; it may be truncated"))
     except (OSError, EOFError) as exc:
-        stream.problems.append(ParseError(source, None, f"damaged gzip file ({exc})",
-                                          "download the file again"))
+        stream.problems.append(damaged_gzip(source, exc))

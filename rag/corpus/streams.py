@@ -91,13 +91,17 @@ def open_binary(path: Path, source: str) -> IO[bytes]:
         raise ParseError(source, None, f"cannot read file ({exc.strerror})", "check its permissions") from None
 
 
+def damaged_gzip(source: str, exc: BaseException) -> ParseError:
+    return ParseError(source, None, f"damaged gzip file ({exc})", "download the file again")
+
+
 def head(path: Path, source: str) -> bytes:
     """The first PEEK bytes of the content (gunzipped), without a UTF-8 byte-order mark."""
     try:
         with open_binary(path, source) as fh:
             return fh.read(PEEK).removeprefix(BOM)
     except (OSError, EOFError, zlib.error) as exc:
-        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+        raise damaged_gzip(source, exc) from None
 
 
 def first_json(data: bytes) -> Any:
@@ -192,7 +196,7 @@ def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int,
                 for n, obj in enumerate(records, 1):
                     yield no, n if len(records) > 1 else 0, obj
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
-        raise ParseError(source, None, f"damaged gzip file ({exc})", "download the file again") from None
+        raise damaged_gzip(source, exc) from None
 
 
 def _document(begun: bytes, fh: IO[bytes], skipped: int, source: str) -> Iterator[tuple[int, int, Any]]:
