@@ -134,14 +134,6 @@ def unwrap(value: Any) -> list[Any]:
     return value if isinstance(value, list) else [value]
 
 
-def _parses(raw: bytes) -> bool:
-    try:
-        json.loads(raw)
-    except (ValueError, RecursionError):
-        return False
-    return True
-
-
 def _why(exc: Exception) -> str:
     """What the json module found wrong, and at which column (the message names the line)."""
     if isinstance(exc, json.JSONDecodeError):
@@ -149,11 +141,12 @@ def _why(exc: Exception) -> str:
     return str(exc)[:80]
 
 
-def _is_record(raw: bytes) -> bool:
+def _json_type(raw: bytes) -> type | None:
+    """The type of the JSON value `raw` holds; None when it holds none."""
     try:
-        return isinstance(json.loads(raw), dict)
+        return type(json.loads(raw))
     except (ValueError, RecursionError):
-        return False
+        return None
 
 
 def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int, int, Any]]:
@@ -171,12 +164,12 @@ def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int,
                     break
                 skipped += 1
             ahead: list[bytes] = []
-            if not _parses(first):
+            if _json_type(first) is None:
                 # One document over many lines, or JSON Lines whose first line is bad? The next
                 # lines tell: in JSON Lines most are records of their own, in a document few are.
                 ahead = list(itertools.islice(fh, 10))
                 sample = [raw for raw in ahead if raw.strip()]
-                if 2 * sum(map(_is_record, sample)) <= len(sample):
+                if 2 * sum(_json_type(raw) is dict for raw in sample) <= len(sample):
                     yield from _document(first + b"".join(ahead), fh, skipped, source)
                     return
             no = 0
@@ -236,7 +229,9 @@ _WS = re.compile(r"[ \t\n\r]*")
 
 
 def _record_starts(text: str, doc: Any) -> list[int]:
-    """Where each record of unwrap(doc) starts in `text`, the valid JSON it was read from."""
+    """Where each record of unwrap(doc) starts in `text`, the valid JSON it was read from.
+    By hand over json's own raw_decode: json.loads reports no positions, and a record's line
+    is what an error or a merge names."""
     decoder = json.JSONDecoder()
 
     def skip(i: int) -> int:
