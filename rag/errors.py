@@ -23,6 +23,10 @@ class RagError(Exception):
     def __str__(self) -> str:
         return f"{self.message}\n  hint: {self.hint}" if self.hint else self.message
 
+    def one_line(self) -> str:
+        """What is wrong, then what to do in brackets: for a reply or list of one line each."""
+        return self.message + (f" ({self.hint})" if self.hint else "")
+
 
 class InputError(RagError):
     """A file, argument or request that cannot be used as given."""

@@ -105,7 +105,7 @@ def sync(paths: Iterable[Path], settings: Settings, store: Store | None = None) 
                 if owned:
                     target.close()
     except RagError as exc:
-        done.problems.append(exc.message + (f" ({exc.hint})" if exc.hint else ""))
+        done.problems.append(exc.one_line())
     return done
 
 

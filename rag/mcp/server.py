@@ -117,7 +117,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
             # other clients. A client that leaves mid-call leaves the work to finish.
             result = await anyio.to_thread.run_sync(work)
         except RagError as exc:  # one line: what is wrong, then what to do, within the budget
-            text = exc.message + (f" ({exc.hint})" if exc.hint else "")
+            text = exc.one_line()
             room = budget - 60  # the SDK puts "Error executing tool NAME: " before it
             raise ToolError(text if len(text) <= room else
                             text[: room - 24] + " [cut to fit max_chars]") from None
@@ -220,7 +220,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         try:
             return text_of(tools.get_paper(paper_id, MAX_MAX_CHARS))
         except RagError as exc:  # the SDK's "not found" (-32602) with rag's message; no traceback
-            raise ResourceNotFoundError(exc.message + (f" ({exc.hint})" if exc.hint else "")) from None
+            raise ResourceNotFoundError(exc.one_line()) from None
 
     @server.resource("rag://indexes", mime_type="application/json",
                      description="The indexes of this server with their paper counts.")
