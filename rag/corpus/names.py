@@ -13,7 +13,10 @@ display string would be read wrong, so an ordinary paper stores nothing more.
 
 from __future__ import annotations
 
-from bibtexparser.middlewares.names import NameParts, parse_single_name_into_parts
+from typing import TYPE_CHECKING
+
+if TYPE_CHECKING:  # bibtexparser is imported where a name is split: not on `rag ask`'s start-up
+    from bibtexparser.middlewares.names import NameParts
 
 Name = dict[str, str]
 
@@ -27,6 +30,8 @@ _ORDER = ("given", "non-dropping-particle", "family", "suffix")
 def name_parts(name: str) -> NameParts:
     """BibTeX's reading of "First von Last" ("Javier de Juan": von "de", last "Juan"). A name
     typed all in lower case ("colby banbury") has no von part to find: first + last."""
+    from bibtexparser.middlewares.names import NameParts, parse_single_name_into_parts
+
     words = name.translate(_HIDE_BRACES).split()
     if len(words) > 1 and not any(c.isupper() for c in name):
         parts = NameParts(first=words[:-1], last=words[-1:])
