@@ -1,8 +1,9 @@
 """A thin HTTP client for a running `rag serve`, used by the CLI when RAG_SERVER_URL is set.
 
 `remote_search` and `remote_ask` return exactly the objects `rag search --json` and
-`rag ask --json` print locally, from the index the server serves (naming another is an error). The server's errors come back as the same RagError classes
-(so the CLI's exit codes match), and a server that cannot be reached is a RagError with a hint.
+`rag ask --json` print locally, from the index the server serves (naming another is an
+error). The server's errors come back as the same RagError classes (so the CLI's exit codes
+match), and a server that cannot be reached is a RagError with a hint.
 """
 
 from __future__ import annotations

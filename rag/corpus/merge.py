@@ -4,7 +4,9 @@ Records are one paper when they share a DOI, an arXiv id (version stripped), a P
 id, the same abstract, or the same normalised title with the same first-author surname and
 years at most one apart. A title, and an id made from one, join records only when their DOIs
 (a preprint's arXiv DOI aside), arXiv ids and PMIDs do not differ, nor first authors and
-years: two papers titled "Deep learning" stay two, the second with its own id. Which record's fields the paper keeps (its "base"):
+years: two papers titled "Deep learning" stay two, the second with its own id.
+
+Which record's fields the paper keeps (its "base"):
 
 1. the record already in the index, unless the record comes from the file it was indexed
    from (the file was edited) or `replace` is set (`rag ingest --replace`);
