@@ -22,7 +22,7 @@ from __future__ import annotations
 
 import copy
 import unicodedata
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING
@@ -122,13 +122,13 @@ def _matches(what: str, found: Paper, p: Paper) -> bool:
     return True
 
 
-def distinct_id(p: Paper, taken: set[str] | dict[str, object]) -> str:
+def distinct_id(p: Paper, taken: Callable[[str], bool]) -> str:
     """An id for a paper whose made-up id (from its title) another paper holds: the same id
     with a suffix from what sets it apart (DOI, arXiv id, PMID, else its abstract), so it is
     the same on every ingest of the same files."""
     what = norm_doi(p.doi) or p.arxiv_id or p.ids.get("pmid") or norm_text(p.abstract)
     tag, n = sha(what), 4
-    while f"{p.paper_id}-{tag[:n]}" in taken and n < len(tag):
+    while taken(f"{p.paper_id}-{tag[:n]}") and n < len(tag):
         n += 2
     return f"{p.paper_id}-{tag[:n]}"
 
@@ -210,8 +210,7 @@ class Merger:
         hit = self.find(p)
         if hit is None:
             if f"paper id:{p.paper_id}" in self._by_key:  # another paper of the same title
-                p.paper_id = distinct_id(p, {k.split(":", 1)[1] for k in self._by_key
-                                             if k.startswith("paper id:")})
+                p.paper_id = distinct_id(p, lambda i: f"paper id:{i}" in self._by_key)
             self.papers.append(p)
             self._index(p)
             return p
@@ -313,7 +312,7 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
         holder = by_id.get(p.paper_id)
         if holder is not None and (p.paper_id in taken or not all(
                 e.get("source") in read_sources for e in entries(holder))):
-            p.paper_id = distinct_id(p, ids)
+            p.paper_id = distinct_id(p, ids.__contains__)
             ids.add(p.paper_id)
     return out, merges, absorbed - {p.paper_id for p in out}
 
