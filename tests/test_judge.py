@@ -168,6 +168,32 @@ def test_the_quote_is_a_sentence_of_the_abstract(judge: Any, papers: list[Any]) 
     assert authors.quote not in adaqp.abstract and adaqp.authors[0] in authors.quote
 
 
+def test_claims_about_the_record_are_checked_against_its_fields(judge: Any, papers: list[Any]) -> None:
+    """Authors, venue and an arXiv comment are the record's, not the abstract's: each claim is
+    compared with that field (led by the paper's name), not with the whole record, where the
+    title's words outweighed the names ("Cupcake is by ..., T. S. Eugene Ng" scored 0.53 and
+    was marked unsupported; so were "HyperGef appeared at MLSYS 2023" and BCD's "Accepted by
+    ACM International Conference on Multimedia 2023")."""
+    from rag.corpus.text import short_label
+    from rag.schema import Source
+
+    cupcake = paper(papers, "seeds/002_582fbc6f8791162a.txt#22")
+    assert "T. S. Eugene Ng" in cupcake.authors
+    claims = [(f"Cupcake is by {', '.join(cupcake.authors)} [1].", cupcake, "T. S. Eugene Ng"),
+              ("HyperGef appeared at MLSYS 2023 [1].", paper(papers, "seeds/002_582fbc6f8791162a.txt#23"), "MLSYS"),
+              ]
+    bcd = next(p for p in papers if any("Multimedia" in c for c in p.comments))
+    claims.append((f"{short_label(bcd.title, bcd.label)}: Accepted by ACM International Conference "
+                   "on Multimedia 2023 [1].", bcd, "Multimedia"))
+    for claim, cited, field in claims:
+        got = judge.check(claim, [(Source(1, cited, 0.0).header(), cited.abstract)])
+        assert got.supported, (claim, got)
+        assert field in got.quote and cited.abstract[:40] not in got.quote
+    wrong = judge.check("Cupcake was evaluated on ImageNet with ResNet-50 [1].",
+                        [(Source(1, cupcake, 0.0).header(), cupcake.abstract)])
+    assert not wrong.supported
+
+
 def test_reversed_claims_are_unsupported_and_negated_paraphrases_are_not(
         judge: Any, papers: list[Any]) -> None:
     slower = check(judge, papers, "Skrull is slower than DeepSpeed in long-SFT scenarios [1].", SKRULL)

@@ -441,6 +441,11 @@ def test_arbitrary_bytes_never_crash_the_parser(data: bytes) -> None:
      ["It runs approx. 3x faster (Fig. 2).", "We use e.g. GPUs and i.e. CPUs.", "Smith et al. Propose it."]),
     ("Throughput rises 3.76x. Latency falls (Table 2). No. 5 wins.",
      ["Throughput rises 3.76x.", "Latency falls (Table 2).", "No. 5 wins."]),
+    # initials in a row are a name; one initial may end a sentence
+    ("Cupcake is by Zhaozhuo Xu and T. S. Eugene Ng [1]. It compresses.",
+     ["Cupcake is by Zhaozhuo Xu and T. S. Eugene Ng [1].", "It compresses."]),
+    ("Treated at M. D. Anderson Cancer Center. Arm A. In arm B, vitamin D. Rose.",
+     ["Treated at M. D. Anderson Cancer Center.", "Arm A.", "In arm B, vitamin D.", "Rose."]),
 ])
 def test_sentences_do_not_end_at_abbreviations(text: str, sentences: list[str]) -> None:
     """What answers quote and the judge reads: "As of Oct. 2022, ..." stays one sentence (the

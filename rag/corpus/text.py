@@ -220,7 +220,11 @@ _NOT_ENDS = ("e\\.g", "i\\.e", "et al", "vs", "Fig", "Figs", "Eq", "Eqs", "No", 
              "Ref", "Refs", "cf", "approx", "resp", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug",
              "Sep", "Sept", "Oct", "Nov", "Dec")
 _ABBREV = "".join(rf"(?<!\b{w}\.)" for w in _NOT_ENDS)
-_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])\s+(?=[A-Z0-9\"“(])")
+# Initials in a row are a name ("T. S. Eugene Ng", "M. D. Anderson Cancer Center"): no end
+# after an initial that another follows, nor after the second of two. One initial alone is
+# left to end a sentence: "... in arm A. In arm B ...", "vitamin D. Compared with ...".
+_INITIALS_RUN = r"(?<!\b[A-Z]\.\s[A-Z]\.)(?!(?<=\b[A-Z]\.)\s+[A-Z]\.[\s,])"
+_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])" + _INITIALS_RUN + r"\s+(?=[A-Z0-9\"“(])")
 
 
 def split_sentences(text: str) -> list[str]:
