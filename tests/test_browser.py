@@ -201,3 +201,24 @@ def test_abstention_shows_the_closest_passages(page) -> None:  # type: ignore[no
     assert near.count() >= 1
     assert "do not answer" in page.text_content(".answer.final .nearest h3")
     assert len(near.first.locator("q").text_content()) > 20
+
+
+def test_a_marker_says_which_passage_supports_its_sentence_and_never_claims_more(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    # [1] Skrull states the first sentence, [2] DeepSpeed-Ulysses does not; no abstract says 97%.
+    ollama.replies = ["Skrull outperforms DeepSpeed by 3.76x on average [1, 2]. It is 97% faster [1]."]
+    ask(page, STREAM_Q, "ollama")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    first, second = page.locator(".answer.final .sentence").nth(0), page.locator(".answer.final .sentence").nth(1)
+    assert "supported" in first.get_attribute("class").split() and "unsupported" in second.get_attribute("class")
+    first.locator("button.cite").nth(0).click()
+    assert "3.76x" in page.text_content("#viewer-abstract mark.quote")
+    assert "supports the sentence you clicked" in page.text_content("#viewer-quote-note")
+
+    first.locator("button.cite").nth(1).click()  # [2]: nothing there supports the sentence
+    assert page.text_content("#viewer-title") == "DeepSpeed-Ulysses"
+    assert page.locator("#viewer-abstract mark").count() == 0
+    assert "source [1]" in page.text_content("#viewer-quote-note")
+
+    second.locator("button.cite").click()  # an unsupported sentence: at most its closest passage
+    note = page.text_content("#viewer-quote-note")
+    assert "does not support" in note and "supports the sentence" not in note

@@ -101,6 +101,24 @@ function metaLine(c) {
   return bits.join(" · ");
 }
 
+function quoteNote(turn, n, sentence, span) {
+  // What the highlight means. A sentence's marker highlights only that sentence's own
+  // supporting passage; it never passes off another passage (the source's quote for some
+  // other sentence, or the closest one to an unsupported sentence) as its support.
+  if (!sentence) return span ? "Highlighted: the passage the answer relies on." : "";
+  if (!sentence.supported) {
+    return span
+      ? "Highlighted: the closest passage, which does not support the sentence you clicked."
+      : "No passage of this abstract supports the sentence you clicked.";
+  }
+  if (span) return "Highlighted: the passage that supports the sentence you clicked.";
+  const other = (sentence.citations || []).find((k) => k !== n && turn.result.citations.some(
+    (c) => c.n === k && findQuote(c.abstract, sentence.quote)));
+  return other
+    ? "The sentence you clicked is supported by source [" + other + "], not by a passage of this abstract."
+    : "No single passage of this abstract is marked for the sentence you clicked.";
+}
+
 function openSource(turn, n, sentence) {
   const c = turn.result.citations.find((x) => x.n === n);
   if (!c) return;
@@ -114,26 +132,15 @@ function openSource(turn, n, sentence) {
 
   const abstract = $("viewer-abstract");
   abstract.textContent = "";
-  const candidates = [sentence && sentence.quote, c.quote];
-  let span = null;
-  for (const q of candidates) {
-    span = findQuote(c.abstract, q);
-    if (span) break;
-  }
-  const note = $("viewer-quote-note");
+  const span = findQuote(c.abstract, sentence ? sentence.quote : c.quote);
   if (span) {
     abstract.appendChild(text(c.abstract.slice(0, span[0])));
     abstract.appendChild(el("mark", "quote", c.abstract.slice(span[0], span[1])));
     abstract.appendChild(text(c.abstract.slice(span[1])));
-    note.textContent = sentence
-      ? "Highlighted: the passage that supports the sentence you clicked."
-      : "Highlighted: the passage the answer relies on.";
   } else {
     abstract.appendChild(text(c.abstract));
-    note.textContent = sentence && !sentence.supported
-      ? "No passage of this abstract supports the sentence you clicked."
-      : "";
   }
+  $("viewer-quote-note").textContent = quoteNote(turn, n, sentence, span);
   for (const active of document.querySelectorAll(".sentence.active")) active.classList.remove("active");
   if (sentence && sentence.node) sentence.node.classList.add("active");
   const mark = abstract.querySelector("mark");
