@@ -222,3 +222,18 @@ def test_a_marker_says_which_passage_supports_its_sentence_and_never_claims_more
     second.locator("button.cite").click()  # an unsupported sentence: at most its closest passage
     note = page.text_content("#viewer-quote-note")
     assert "does not support" in note and "supports the sentence" not in note
+
+
+def test_an_answer_cut_off_keeps_its_citations_clickable(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    ollama.behaviour = "cut"
+    try:
+        ask(page, STREAM_Q, "ollama")
+        page.wait_for_selector(".answer.failed", timeout=30_000)
+    finally:
+        ollama.behaviour = "cited"
+    failed = page.locator(".answer.failed")
+    assert "incomplete" in failed.locator(".error").text_content()
+    assert failed.locator(".references li").count() == 1
+    failed.locator(".answer-text button.cite").first.click()
+    assert page.text_content("#viewer-title") == "Skrull"
+    assert page.locator("#viewer-abstract mark.quote").is_visible()

@@ -286,6 +286,17 @@ async function copyBibtex(turn, button, out) {
   }
 }
 
+function appendReferences(turn) {
+  if (!turn.result.citations.length) return;
+  turn.answer.appendChild(renderReferences(turn));
+  const out = el("pre", "bibtex");
+  out.hidden = true;
+  const button = el("button", "copy-bibtex", "Copy BibTeX");
+  button.type = "button";
+  button.addEventListener("click", () => copyBibtex(turn, button, out));
+  turn.answer.appendChild(el("div", "export", button, out));
+}
+
 function renderFinal(turn) {
   const r = turn.result;
   const box = turn.answer;
@@ -318,15 +329,7 @@ function renderFinal(turn) {
   if (r.dropped_citations) {
     notes.appendChild(el("p", "note", r.dropped_citations + " citation(s) to no source were removed."));
   }
-  if (r.citations.length) {
-    box.appendChild(renderReferences(turn));
-    const out = el("pre", "bibtex");
-    out.hidden = true;
-    const button = el("button", "copy-bibtex", "Copy BibTeX");
-    button.type = "button";
-    button.addEventListener("click", () => copyBibtex(turn, button, out));
-    box.appendChild(el("div", "export", button, out));
-  }
+  appendReferences(turn);
   const answerer = r.answerer === "extractive" ? "offline" : r.answerer.replace(/^ollama:/, "");
   const total = r.timings_ms && r.timings_ms.total ? " · " + (r.timings_ms.total / 1000).toFixed(1) + " s" : "";
   box.appendChild(el("p", "answer-meta", answerer + total));
@@ -337,7 +340,11 @@ function showError(turn, err) {
   turn.answer.classList.add("failed");
   turn.status.textContent = "";
   if (err.partial && err.partial.answer) {
-    turn.text.textContent = err.partial.answer;
+    // What came before the stream broke off, with its citations as on a whole answer: the
+    // reader can still check each sentence against its abstract.
+    turn.result = err.partial;
+    renderAnswerText(turn.text, turn);
+    appendReferences(turn);
   }
   for (const note of turn.notes.querySelectorAll(".notice")) {
     if (err.message && note.textContent.startsWith(err.message)) note.remove();
