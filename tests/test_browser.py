@@ -203,6 +203,41 @@ def test_abstention_shows_the_closest_passages(page) -> None:  # type: ignore[no
     assert len(near.first.locator("q").text_content()) > 20
 
 
+def test_stop_keeps_a_question_sent_meanwhile_and_new_chat_forgets_the_answer(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    bodies: list[dict[str, Any]] = []
+    page.on("request", lambda r: bodies.append(json.loads(r.post_data)) if r.url.endswith("/chat") else None)
+    ollama.held.clear()
+    ollama.gate.clear()  # the model's answer stops after its first chunk
+    try:
+        ask(page, STREAM_Q, "ollama")
+        assert ollama.held.wait(30)
+        # A question sent while the answer streams stays in the box: it was emptied, unsent.
+        page.fill("#question", FACT_Q)
+        page.press("#question", "Enter")
+        assert page.input_value("#question") == FACT_Q
+        page.click("#stop")
+        page.wait_for_selector(".answer.stopped", timeout=10_000)
+        assert "stopped" in page.text_content(".answer.stopped .notes").lower()
+        page.select_option("#llm", "none")
+        page.press("#question", "Enter")  # Ask works again: the kept question is sent
+        page.wait_for_selector(".answer.final", timeout=30_000)
+        assert "3.76x" in page.text_content(".answer.final .answer-text")
+
+        # New chat while an answer streams: that answer is no part of the new conversation.
+        ollama.held.clear()
+        page.click("#new-chat")
+        ask(page, STREAM_Q, "ollama")
+        assert ollama.held.wait(30)
+        page.click("#new-chat")
+        ollama.gate.set()
+        ask(page, FACT_Q, "none")
+        page.wait_for_selector(".answer.final", timeout=30_000)
+    finally:
+        ollama.gate.set()
+    assert page.locator(".turn").count() == 1
+    assert [m["content"] for m in bodies[-1]["messages"]] == [FACT_Q]
+
+
 def test_a_marker_says_which_passage_supports_its_sentence_and_never_claims_more(page, ollama) -> None:  # type: ignore[no-untyped-def]
     # [1] Skrull states the first sentence, [2] DeepSpeed-Ulysses does not; no abstract says 97%.
     ollama.replies = ["Skrull outperforms DeepSpeed by 3.76x on average [1, 2]. It is 97% faster [1]."]

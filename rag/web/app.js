@@ -10,7 +10,12 @@ const MAX_HISTORY = 20; // earlier messages sent with a question (the server all
 const MAX_HISTORY_CHARS = 4000;
 
 const $ = (id) => document.getElementById(id);
-const state = { messages: [], busy: false, apiKey: sessionStorage.getItem("rag-api-key") || "" };
+// `controller` aborts the answer in flight (Stop, New chat); `chat` counts conversations, so
+// that an answer of a conversation the user cleared never joins the next one's history.
+const state = {
+  messages: [], busy: false, controller: null, chat: 0,
+  apiKey: sessionStorage.getItem("rag-api-key") || "",
+};
 
 // -- small DOM helpers ----------------------------------------------------------------------
 
@@ -355,7 +360,28 @@ function showError(turn, err) {
   turn.notes.appendChild(box);
 }
 
+function showStopped(turn) {
+  turn.answer.classList.remove("streaming");
+  turn.answer.classList.add("stopped");
+  turn.status.textContent = "";
+  turn.notes.appendChild(el("p", "note", "Stopped: the answer is incomplete."));
+}
+
 // -- asking ----------------------------------------------------------------------------------
+
+function setBusy(busy) {
+  state.busy = busy;
+  $("send").hidden = busy;
+  $("stop").hidden = !busy;
+}
+
+function stopAnswer() {
+  // Aborting the request closes the connection; the server then stops the work and the model.
+  const controller = state.controller;
+  state.controller = null;
+  if (controller) controller.abort();
+  setBusy(false);
+}
 
 function newTurn(question) {
   $("empty").hidden = true;
@@ -393,13 +419,16 @@ async function errorFrom(response) {
 
 async function ask(question) {
   if (state.busy) return;
-  state.busy = true;
-  $("send").disabled = true;
+  const controller = new AbortController();
+  state.controller = controller;
+  setBusy(true);
+  const chat = state.chat;
   const turn = newTurn(question);
   let finished = false;
   try {
     const response = await fetch("/chat", {
       method: "POST", headers: headers(true), body: JSON.stringify(requestBody(question)),
+      signal: controller.signal,
     });
     if (response.status === 401) {
       $("key-form").hidden = false;
@@ -407,10 +436,12 @@ async function ask(question) {
     }
     if (!response.ok) {
       showError(turn, await errorFrom(response));
+      keepQuestion(question);
       finished = true;
       return;
     }
     for await (const { event, data } of readEvents(response)) {
+      if (controller.signal.aborted) break;
       if (event === "sentence") {
         // Each sentence arrives final (renumbered, checked): mark it as it comes.
         turn.status.textContent = "";
@@ -431,26 +462,42 @@ async function ask(question) {
       } else if (event === "final") {
         turn.result = data;
         renderFinal(turn);
-        state.messages.push({ role: "user", content: question },
-          { role: "assistant", content: data.answer });
+        if (chat === state.chat) {
+          state.messages.push({ role: "user", content: question },
+            { role: "assistant", content: data.answer });
+        }
         finished = true;
       } else if (event === "error") {
         showError(turn, data);
         finished = true;
       }
     }
-    if (!finished) {
+    if (controller.signal.aborted) {
+      showStopped(turn);
+    } else if (!finished) {
       showError(turn, { message: "the connection closed before the answer was complete",
         hint: "ask again; if it keeps happening, check the server's log", incomplete: true });
     }
   } catch (err) {
-    showError(turn, { message: "could not reach the server (" + err.message + ")",
-      hint: "is `rag serve` still running?" });
+    if (controller.signal.aborted) {
+      showStopped(turn);
+    } else {
+      showError(turn, { message: "could not reach the server (" + err.message + ")",
+        hint: "is `rag serve` still running?" });
+      keepQuestion(question);
+    }
   } finally {
-    state.busy = false;
-    $("send").disabled = false;
+    if (state.controller === controller) {
+      state.controller = null;
+      setBusy(false);
+    }
     scrollToBottom();
   }
+}
+
+function keepQuestion(question) {
+  // A question that got no answer goes back into an empty box, to be sent again.
+  if (!$("question").value.trim()) $("question").value = question;
 }
 
 // -- start-up --------------------------------------------------------------------------------
@@ -498,7 +545,7 @@ function init() {
   $("ask-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const q = $("question").value.trim();
-    if (!q) return;
+    if (!q || state.busy) return;  // while an answer comes, the question stays in the box
     $("question").value = "";
     ask(q);
   });
@@ -508,7 +555,13 @@ function init() {
       $("ask-form").requestSubmit();
     }
   });
+  $("stop").addEventListener("click", () => {
+    stopAnswer();
+    $("question").focus();
+  });
   $("new-chat").addEventListener("click", () => {
+    stopAnswer();
+    state.chat += 1;
     state.messages = [];
     $("conversation").textContent = "";
     $("viewer").hidden = true;
