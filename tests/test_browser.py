@@ -272,3 +272,25 @@ def test_an_answer_cut_off_keeps_its_citations_clickable(page, ollama) -> None: 
     failed.locator(".answer-text button.cite").first.click()
     assert page.text_content("#viewer-title") == "Skrull"
     assert page.locator("#viewer-abstract mark.quote").is_visible()
+
+
+def test_a_comparison_table_stays_readable_on_a_phone(page) -> None:  # type: ignore[no-untyped-def]
+    page.set_viewport_size({"width": 375, "height": 740})
+    ask(page, COMPARE_Q, "none")
+    page.wait_for_selector(".answer.final table.comparison", timeout=30_000)
+    # The papers' names each on one line (they were broken a few letters a line: 'S/kr/ul/l').
+    lines = page.evaluate("""() => [...document.querySelectorAll(
+        'table.comparison thead th:first-child, table.comparison th.row-label')].map((th) => {
+          const range = document.createRange();
+          range.selectNodeContents(th);
+          return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        })""")
+    assert lines == [1, 1, 1, 1]
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_filter_that_leaves_no_paper_is_said_once(page) -> None:  # type: ignore[no-untyped-def]
+    page.fill("#year", "3000")
+    ask(page, "Which papers study mixture-of-experts training?", "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    assert page.text_content(".answer.final").count("No papers match the filters: year 3000.") == 1

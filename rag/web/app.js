@@ -257,7 +257,8 @@ function renderTable(turn) {
     }
     body.appendChild(tr);
   }
-  return el("table", "comparison", el("thead", null, head), body);
+  // In a box of its own that scrolls sideways when the table is wider than a phone.
+  return el("div", "table-wrap", el("table", "comparison", el("thead", null, head), body));
 }
 
 function renderNearest(turn) {
@@ -324,7 +325,10 @@ function renderFinal(turn) {
     notes.appendChild(el("p", "note offline-note",
       "Answered offline, from the abstracts' own sentences: no language model was used."));
   }
-  for (const n of r.notices) notes.appendChild(el("p", "note notice", n));
+  // A notice that is the answer itself ("No papers match the filters: ...") is said once.
+  for (const n of r.notices) {
+    if (n.trim() !== r.answer.trim()) notes.appendChild(el("p", "note notice", n));
+  }
   const unsupported = r.sentences.filter((s) => !s.supported).length;
   if (unsupported) {
     notes.appendChild(el("p", "note unsupported-note",
