@@ -294,3 +294,37 @@ def test_a_filter_that_leaves_no_paper_is_said_once(page) -> None:  # type: igno
     ask(page, "Which papers study mixture-of-experts training?", "none")
     page.wait_for_selector(".answer.final", timeout=30_000)
     assert page.text_content(".answer.final").count("No papers match the filters: year 3000.") == 1
+
+
+def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_gone(
+        browser, seeded_settings, ollama, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rag.ingest import ingest
+
+    new = {"id": "quokka-2025", "title": "Quokka: cheerful pipelines for tiny GPUs", "authors": ["Bea Wombat"],
+           "venue": "QuokkaConf", "year": 2025,
+           "abstract": "We present Quokka, a pipeline scheduler. Quokka cuts pipeline bubbles by 63% on four GPUs."}
+    (tmp_path / "new.jsonl").write_text(json.dumps(new) + "\n", encoding="utf-8")
+    with serving(seeded_settings.home, tmp_path, {"OLLAMA_HOST": ollama.url}) as srv:
+        context = browser.new_context(bypass_csp=True)
+        page = context.new_page()
+        loaded: list[str] = []
+        page.on("response", lambda r: loaded.append(r.text()) if r.request.resource_type == "fetch" else None)
+        page.goto(srv.url + "/")
+        page.wait_for_function("document.querySelectorAll('#venues option').length > 0")
+        assert page.text_content("#corpus-size") == "60"
+        # The page loads the venue names, not every paper's record (a large index's abstracts).
+        assert not any("Skrull outperforms DeepSpeed" in body for body in loaded)
+
+        ingest([tmp_path / "new.jsonl"], seeded_settings.model_copy(update={"home": srv.home}), show_progress=False)
+        ask(page, "By how much does Quokka cut pipeline bubbles?", "none")
+        page.wait_for_selector(".answer.final", timeout=30_000)
+        assert "63%" in page.text_content(".answer.final .answer-text")
+        page.wait_for_function("document.getElementById('corpus-size').textContent === '61'")
+        page.wait_for_function("[...document.querySelectorAll('#venues option')].some(o => o.value === 'QuokkaConf')")
+
+        srv.stop()
+        ask(page, FACT_Q, "none")
+        page.wait_for_selector(".answer.failed", timeout=30_000)
+        page.wait_for_function("document.getElementById('status').textContent === 'server not reachable'")
+        assert page.input_value("#question") == FACT_Q  # kept, to be sent again
+        context.close()

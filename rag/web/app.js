@@ -496,6 +496,7 @@ async function ask(question) {
       setBusy(false);
     }
     scrollToBottom();
+    refresh();
   }
 }
 
@@ -523,26 +524,35 @@ async function loadStatus() {
     if (health.auth_required && !state.apiKey) $("key-form").hidden = false;
   } catch (_) {
     $("status").textContent = "server not reachable";
+    $("status").classList.add("offline");
   }
 }
 
-async function loadPapers() {
-  let papers;
+async function loadVenues() {
+  // The venue filter's suggestions (GET /venues: names and counts, not every paper's record).
+  let venues;
   try {
-    const response = await fetch("/papers", { headers: headers(false) });
+    const response = await fetch("/venues", { headers: headers(false) });
     if (!response.ok) return;
-    papers = (await response.json()).papers;
+    venues = (await response.json()).venues;
   } catch (_) {
     return;
   }
-  const venues = [...new Set(papers.map((p) => p.venue).filter(Boolean))].sort();
   const list = $("venues");
   list.textContent = "";
   for (const v of venues) {
     const option = document.createElement("option");
-    option.value = v;
+    option.value = v.venue;
     list.appendChild(option);
   }
+}
+
+async function refresh() {
+  // After each answer: the index may have grown or shrunk under the server (`rag ingest`,
+  // `--watch`), and the server or Ollama may have stopped or come back.
+  const before = $("corpus-size").textContent;
+  await loadStatus();
+  if ($("corpus-size").textContent !== before) loadVenues();
 }
 
 function init() {
@@ -578,10 +588,10 @@ function init() {
     state.apiKey = $("api-key").value.trim();
     sessionStorage.setItem("rag-api-key", state.apiKey);
     $("key-form").hidden = true;
-    loadPapers();
+    loadVenues();
   });
   loadStatus();
-  loadPapers();
+  loadVenues();
   $("question").focus();
 }
 
