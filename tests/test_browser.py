@@ -328,3 +328,21 @@ def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_go
         page.wait_for_function("document.getElementById('status').textContent === 'server not reachable'")
         assert page.input_value("#question") == FACT_Q  # kept, to be sent again
         context.close()
+
+
+def test_a_reload_keeps_the_conversation(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, FACT_Q, "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    page.reload()
+    page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
+    assert page.locator(".turn").count() == 1 and "3.76x" in page.text_content(".answer.final .answer-text")
+    page.locator(".answer-text button.cite").first.click()
+    assert "3.76x" in page.text_content("#viewer-abstract mark.quote")
+    with page.expect_request(lambda r: r.url.endswith("/chat")) as sent:
+        ask(page, "What does it build on?", "none")  # a follow-up: the earlier turn goes with it
+    assert [m["role"] for m in json.loads(sent.value.post_data)["messages"]] == ["user", "assistant", "user"]
+    page.wait_for_selector(".turn:nth-child(2) .answer.final", timeout=30_000)
+    page.click("#new-chat")
+    page.reload()
+    page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
+    assert page.locator(".turn").count() == 0

@@ -13,7 +13,7 @@ const $ = (id) => document.getElementById(id);
 // `controller` aborts the answer in flight (Stop, New chat); `chat` counts conversations, so
 // that an answer of a conversation the user cleared never joins the next one's history.
 const state = {
-  messages: [], busy: false, controller: null, chat: 0,
+  messages: [], turns: [], busy: false, controller: null, chat: 0,
   apiKey: sessionStorage.getItem("rag-api-key") || "",
 };
 
@@ -469,6 +469,8 @@ async function ask(question) {
         if (chat === state.chat) {
           state.messages.push({ role: "user", content: question },
             { role: "assistant", content: data.answer });
+          state.turns.push({ question, result: data });
+          saveChat();
         }
         finished = true;
       } else if (event === "error") {
@@ -503,6 +505,44 @@ async function ask(question) {
 function keepQuestion(question) {
   // A question that got no answer goes back into an empty box, to be sent again.
   if (!$("question").value.trim()) $("question").value = question;
+}
+
+// -- the conversation, kept across a reload of the tab ---------------------------------------
+
+const SAVED = "rag-chat";
+
+function saveChat() {
+  const saved = { messages: state.messages, turns: state.turns.slice() };
+  for (;;) {
+    try {
+      sessionStorage.setItem(SAVED, JSON.stringify(saved));
+      return;
+    } catch (_) {  // over the tab's storage quota: the oldest answers are not shown again
+      if (!saved.turns.length) return;
+      saved.turns.shift();
+    }
+  }
+}
+
+function restoreChat() {
+  let saved = null;
+  try {
+    saved = JSON.parse(sessionStorage.getItem(SAVED) || "null");
+  } catch (_) { /* not ours, or damaged: start afresh */ }
+  if (!saved || !Array.isArray(saved.turns) || !Array.isArray(saved.messages)) return;
+  try {
+    for (const { question, result } of saved.turns) {
+      const turn = newTurn(question);
+      turn.result = result;
+      renderFinal(turn);
+    }
+    state.messages = saved.messages;
+    state.turns = saved.turns;
+  } catch (_) {  // saved by another version of this page: start afresh
+    sessionStorage.removeItem(SAVED);
+    $("conversation").textContent = "";
+    $("empty").hidden = false;
+  }
 }
 
 // -- start-up --------------------------------------------------------------------------------
@@ -577,6 +617,8 @@ function init() {
     stopAnswer();
     state.chat += 1;
     state.messages = [];
+    state.turns = [];
+    sessionStorage.removeItem(SAVED);
     $("conversation").textContent = "";
     $("viewer").hidden = true;
     $("empty").hidden = false;
@@ -590,6 +632,7 @@ function init() {
     $("key-form").hidden = true;
     loadVenues();
   });
+  restoreChat();
   loadStatus();
   loadVenues();
   $("question").focus();
