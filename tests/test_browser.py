@@ -346,3 +346,14 @@ def test_a_reload_keeps_the_conversation(page) -> None:  # type: ignore[no-untyp
     page.reload()
     page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
     assert page.locator(".turn").count() == 0
+
+
+def test_a_pasted_question_over_the_limit_is_refused_whole_not_cut(page) -> None:  # type: ignore[no-untyped-def]
+    long_q = FACT_Q + " Context: " + "the sequence lengths vary a lot. " * 70
+    page.select_option("#llm", "none")
+    page.focus("#question")
+    page.keyboard.insert_text(long_q)  # as a paste does
+    page.press("#question", "Enter")
+    page.wait_for_selector(".answer.failed", timeout=30_000)
+    assert f"{len(long_q.strip())} characters; at most 2000" in page.text_content(".answer.failed .error")
+    assert page.input_value("#question") == long_q.strip()  # all of it, to be shortened
