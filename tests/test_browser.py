@@ -357,3 +357,15 @@ def test_a_pasted_question_over_the_limit_is_refused_whole_not_cut(page) -> None
     page.wait_for_selector(".answer.failed", timeout=30_000)
     assert f"{len(long_q.strip())} characters; at most 2000" in page.text_content(".answer.failed .error")
     assert page.input_value("#question") == long_q.strip()  # all of it, to be shortened
+
+
+def test_the_abstract_viewer_by_keyboard(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, FACT_Q, "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    page.focus(".answer-text button.cite")
+    page.keyboard.press("Enter")
+    page.locator("#viewer").wait_for(state="visible")
+    assert page.evaluate("document.getElementById('viewer').contains(document.activeElement)")
+    page.keyboard.press("Escape")  # closes it, and the reader is back where they were
+    assert page.locator("#viewer").is_hidden()
+    assert page.evaluate("document.activeElement.matches('.answer-text button.cite')")

@@ -13,7 +13,7 @@ const $ = (id) => document.getElementById(id);
 // `controller` aborts the answer in flight (Stop, New chat); `chat` counts conversations, so
 // that an answer of a conversation the user cleared never joins the next one's history.
 const state = {
-  messages: [], turns: [], busy: false, controller: null, chat: 0,
+  messages: [], turns: [], busy: false, controller: null, chat: 0, opener: null,
   apiKey: sessionStorage.getItem("rag-api-key") || "",
 };
 
@@ -128,6 +128,7 @@ function openSource(turn, n, sentence) {
   const c = turn.result.citations.find((x) => x.n === n);
   if (!c) return;
   const viewer = $("viewer");
+  if (!viewer.contains(document.activeElement)) state.opener = document.activeElement;
   viewer.hidden = false;
   $("viewer-n").textContent = "Source [" + n + "]";
   $("viewer-title").textContent = c.title || c.label || c.paper_id;
@@ -149,8 +150,18 @@ function openSource(turn, n, sentence) {
   for (const active of document.querySelectorAll(".sentence.active")) active.classList.remove("active");
   if (sentence && sentence.node) sentence.node.classList.add("active");
   const mark = abstract.querySelector("mark");
+  // Focus goes to the abstract, so that a keyboard reader is where they can read it;
+  // Escape or × brings them back to the citation (closeViewer).
+  viewer.focus({ preventScroll: true });
   if (window.matchMedia("(max-width: 900px)").matches) viewer.scrollIntoView({ behavior: "smooth" });
   else if (mark) mark.scrollIntoView({ block: "nearest" });
+}
+
+function closeViewer() {
+  const viewer = $("viewer");
+  const inside = viewer.contains(document.activeElement);
+  viewer.hidden = true;
+  if (inside && state.opener && state.opener.isConnected) state.opener.focus();
 }
 
 function appendWithMarkers(parent, s, turn, sentence) {
@@ -624,7 +635,10 @@ function init() {
     $("empty").hidden = false;
     $("question").focus();
   });
-  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; });
+  $("viewer-close").addEventListener("click", closeViewer);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("viewer").hidden) closeViewer();
+  });
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     state.apiKey = $("api-key").value.trim();
