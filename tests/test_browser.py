@@ -200,7 +200,12 @@ def test_abstention_shows_the_closest_passages(page) -> None:  # type: ignore[no
     near = page.locator(".answer.final .nearest li")
     assert near.count() >= 1
     assert "do not answer" in page.text_content(".answer.final .nearest h3")
-    assert len(near.first.locator("q").text_content()) > 20
+    quote = near.first.locator("q").text_content()
+    assert len(quote) > 20
+    near.first.locator("button").click()  # opens that paper's abstract at the passage
+    page.locator("#viewer").wait_for(state="visible")
+    assert page.text_content("#viewer-abstract mark.quote") == quote
+    assert "does not answer" in page.text_content("#viewer-quote-note")
 
 
 def test_stop_keeps_a_question_sent_meanwhile_and_new_chat_forgets_the_answer(page, ollama) -> None:  # type: ignore[no-untyped-def]

@@ -127,10 +127,33 @@ function quoteNote(turn, n, sentence, span) {
 function openSource(turn, n, sentence) {
   const c = turn.result.citations.find((x) => x.n === n);
   if (!c) return;
+  const span = showAbstract("Source [" + n + "]", c, sentence ? sentence.quote : c.quote);
+  $("viewer-quote-note").textContent = quoteNote(turn, n, sentence, span);
+  if (sentence && sentence.node) sentence.node.classList.add("active");
+}
+
+async function openNearest(p) {
+  // A closest passage of an abstention: its paper's abstract, that passage marked.
+  const response = await fetch("/papers/" + encodeURIComponent(p.paper_id), { headers: headers(false) })
+    .catch(() => null);
+  if (!response || !response.ok) {
+    const why = response ? (await errorFrom(response)).message : "the server is not reachable";
+    showAbstract("Closest passage", { ...p, abstract: p.quote }, null);
+    $("viewer-quote-note").textContent = "Could not open this paper: " + why;
+    return;
+  }
+  const span = showAbstract("Closest passage", await response.json(), p.quote);
+  $("viewer-quote-note").textContent = span
+    ? "Highlighted: the closest passage, which does not answer the question."
+    : "";
+}
+
+function showAbstract(heading, c, quote) {
+  // The viewer on one paper, `quote` marked where it is found; returns where ([start, end]).
   const viewer = $("viewer");
   if (!viewer.contains(document.activeElement)) state.opener = document.activeElement;
   viewer.hidden = false;
-  $("viewer-n").textContent = "Source [" + n + "]";
+  $("viewer-n").textContent = heading;
   $("viewer-title").textContent = c.title || c.label || c.paper_id;
   const meta = metaLine(c);
   $("viewer-meta").textContent = [meta, "id " + c.paper_id, basename(c.source)]
@@ -138,7 +161,7 @@ function openSource(turn, n, sentence) {
 
   const abstract = $("viewer-abstract");
   abstract.textContent = "";
-  const span = findQuote(c.abstract, sentence ? sentence.quote : c.quote);
+  const span = findQuote(c.abstract, quote);
   if (span) {
     abstract.appendChild(text(c.abstract.slice(0, span[0])));
     abstract.appendChild(el("mark", "quote", c.abstract.slice(span[0], span[1])));
@@ -146,15 +169,14 @@ function openSource(turn, n, sentence) {
   } else {
     abstract.appendChild(text(c.abstract));
   }
-  $("viewer-quote-note").textContent = quoteNote(turn, n, sentence, span);
   for (const active of document.querySelectorAll(".sentence.active")) active.classList.remove("active");
-  if (sentence && sentence.node) sentence.node.classList.add("active");
   const mark = abstract.querySelector("mark");
   // Focus goes to the abstract, so that a keyboard reader is where they can read it;
   // Escape or × brings them back to the citation (closeViewer).
   viewer.focus({ preventScroll: true });
   if (window.matchMedia("(max-width: 900px)").matches) viewer.scrollIntoView({ behavior: "smooth" });
   else if (mark) mark.scrollIntoView({ block: "nearest" });
+  return span;
 }
 
 function closeViewer() {
@@ -276,8 +298,11 @@ function renderNearest(turn) {
   // Why the answer abstained: the closest passages, so the reader can judge the refusal.
   const list = el("ul", "nearest-list");
   for (const p of turn.result.nearest) {
-    list.appendChild(el("li", null, el("span", "ref-label", p.label || p.paper_id), " ",
-      el("q", null, p.quote)));
+    const open = el("button", "ref-label nearest-open", p.label || p.paper_id);
+    open.type = "button";
+    open.title = "Open the abstract";
+    open.addEventListener("click", () => openNearest(p));
+    list.appendChild(el("li", null, open, " ", el("q", null, p.quote)));
   }
   return el("section", "nearest", el("h3", null, "Closest passages, which do not answer the question"), list);
 }
