@@ -72,6 +72,17 @@ def test_papers_and_one_paper(client: TestClient) -> None:
     assert got.status_code == 200 and got.json() == first
 
 
+def test_venues_are_listed_with_their_counts_without_the_papers(client: TestClient) -> None:
+    papers = client.get("/papers").json()["papers"]
+    resp = client.get("/venues")
+    assert resp.status_code == 200
+    venues = resp.json()["venues"]
+    assert venues == sorted(venues, key=lambda v: v["venue"])
+    assert {v["venue"]: v["papers"] for v in venues} == {
+        name: sum(p["venue"] == name for p in papers) for name in {p["venue"] for p in papers if p["venue"]}}
+    assert not any(p["abstract"][:60] in resp.text for p in papers)  # the venues, not the papers
+
+
 def test_unknown_paper_is_a_clear_404(client: TestClient) -> None:
     resp = client.get("/papers/no-such-paper")
     assert resp.status_code == 404

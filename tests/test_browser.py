@@ -200,4 +200,177 @@ def test_abstention_shows_the_closest_passages(page) -> None:  # type: ignore[no
     near = page.locator(".answer.final .nearest li")
     assert near.count() >= 1
     assert "do not answer" in page.text_content(".answer.final .nearest h3")
-    assert len(near.first.locator("q").text_content()) > 20
+    quote = near.first.locator("q").text_content()
+    assert len(quote) > 20
+    near.first.locator("button").click()  # opens that paper's abstract at the passage
+    page.locator("#viewer").wait_for(state="visible")
+    assert page.text_content("#viewer-abstract mark.quote") == quote
+    assert "does not answer" in page.text_content("#viewer-quote-note")
+
+
+def test_stop_keeps_a_question_sent_meanwhile_and_new_chat_forgets_the_answer(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    bodies: list[dict[str, Any]] = []
+    page.on("request", lambda r: bodies.append(json.loads(r.post_data)) if r.url.endswith("/chat") else None)
+    ollama.held.clear()
+    ollama.gate.clear()  # the model's answer stops after its first chunk
+    try:
+        ask(page, STREAM_Q, "ollama")
+        assert ollama.held.wait(30)
+        # A question sent while the answer streams stays in the box: it was emptied, unsent.
+        page.fill("#question", FACT_Q)
+        page.press("#question", "Enter")
+        assert page.input_value("#question") == FACT_Q
+        page.click("#stop")
+        page.wait_for_selector(".answer.stopped", timeout=10_000)
+        assert "stopped" in page.text_content(".answer.stopped .notes").lower()
+        page.select_option("#llm", "none")
+        page.press("#question", "Enter")  # Ask works again: the kept question is sent
+        page.wait_for_selector(".answer.final", timeout=30_000)
+        assert "3.76x" in page.text_content(".answer.final .answer-text")
+
+        # New chat while an answer streams: that answer is no part of the new conversation.
+        ollama.held.clear()
+        page.click("#new-chat")
+        ask(page, STREAM_Q, "ollama")
+        assert ollama.held.wait(30)
+        page.click("#new-chat")
+        ollama.gate.set()
+        ask(page, FACT_Q, "none")
+        page.wait_for_selector(".answer.final", timeout=30_000)
+    finally:
+        ollama.gate.set()
+    assert page.locator(".turn").count() == 1
+    assert [m["content"] for m in bodies[-1]["messages"]] == [FACT_Q]
+
+
+def test_a_marker_says_which_passage_supports_its_sentence_and_never_claims_more(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    # [1] Skrull states the first sentence, [2] DeepSpeed-Ulysses does not; no abstract says 97%.
+    ollama.replies = ["Skrull outperforms DeepSpeed by 3.76x on average [1, 2]. It is 97% faster [1]."]
+    ask(page, STREAM_Q, "ollama")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    first, second = page.locator(".answer.final .sentence").nth(0), page.locator(".answer.final .sentence").nth(1)
+    assert "supported" in first.get_attribute("class").split() and "unsupported" in second.get_attribute("class")
+    first.locator("button.cite").nth(0).click()
+    assert "3.76x" in page.text_content("#viewer-abstract mark.quote")
+    assert "supports the sentence you clicked" in page.text_content("#viewer-quote-note")
+
+    first.locator("button.cite").nth(1).click()  # [2]: nothing there supports the sentence
+    assert page.text_content("#viewer-title") == "DeepSpeed-Ulysses"
+    assert page.locator("#viewer-abstract mark").count() == 0
+    assert "source [1]" in page.text_content("#viewer-quote-note")
+
+    second.locator("button.cite").click()  # an unsupported sentence: at most its closest passage
+    note = page.text_content("#viewer-quote-note")
+    assert "does not support" in note and "supports the sentence" not in note
+
+
+def test_an_answer_cut_off_keeps_its_citations_clickable(page, ollama) -> None:  # type: ignore[no-untyped-def]
+    ollama.behaviour = "cut"
+    try:
+        ask(page, STREAM_Q, "ollama")
+        page.wait_for_selector(".answer.failed", timeout=30_000)
+    finally:
+        ollama.behaviour = "cited"
+    failed = page.locator(".answer.failed")
+    assert "incomplete" in failed.locator(".error").text_content()
+    assert failed.locator(".references li").count() == 1
+    failed.locator(".answer-text button.cite").first.click()
+    assert page.text_content("#viewer-title") == "Skrull"
+    assert page.locator("#viewer-abstract mark.quote").is_visible()
+
+
+def test_a_comparison_table_stays_readable_on_a_phone(page) -> None:  # type: ignore[no-untyped-def]
+    page.set_viewport_size({"width": 375, "height": 740})
+    ask(page, COMPARE_Q, "none")
+    page.wait_for_selector(".answer.final table.comparison", timeout=30_000)
+    # The papers' names each on one line (they were broken a few letters a line: 'S/kr/ul/l').
+    lines = page.evaluate("""() => [...document.querySelectorAll(
+        'table.comparison thead th:first-child, table.comparison th.row-label')].map((th) => {
+          const range = document.createRange();
+          range.selectNodeContents(th);
+          return new Set([...range.getClientRects()].map((r) => Math.round(r.top))).size;
+        })""")
+    assert lines == [1, 1, 1, 1]
+    assert page.evaluate("document.documentElement.scrollWidth <= window.innerWidth")
+
+
+def test_a_filter_that_leaves_no_paper_is_said_once(page) -> None:  # type: ignore[no-untyped-def]
+    page.fill("#year", "3000")
+    ask(page, "Which papers study mixture-of-experts training?", "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    assert page.text_content(".answer.final").count("No papers match the filters: year 3000.") == 1
+
+
+def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_gone(
+        browser, seeded_settings, ollama, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    from rag.ingest import ingest
+
+    new = {"id": "quokka-2025", "title": "Quokka: cheerful pipelines for tiny GPUs", "authors": ["Bea Wombat"],
+           "venue": "QuokkaConf", "year": 2025,
+           "abstract": "We present Quokka, a pipeline scheduler. Quokka cuts pipeline bubbles by 63% on four GPUs."}
+    (tmp_path / "new.jsonl").write_text(json.dumps(new) + "\n", encoding="utf-8")
+    with serving(seeded_settings.home, tmp_path, {"OLLAMA_HOST": ollama.url}) as srv:
+        context = browser.new_context(bypass_csp=True)
+        page = context.new_page()
+        loaded: list[str] = []
+        page.on("response", lambda r: loaded.append(r.text()) if r.request.resource_type == "fetch" else None)
+        page.goto(srv.url + "/")
+        page.wait_for_function("document.querySelectorAll('#venues option').length > 0")
+        assert page.text_content("#corpus-size") == "60"
+        # The page loads the venue names, not every paper's record (a large index's abstracts).
+        assert not any("Skrull outperforms DeepSpeed" in body for body in loaded)
+
+        ingest([tmp_path / "new.jsonl"], seeded_settings.model_copy(update={"home": srv.home}), show_progress=False)
+        ask(page, "By how much does Quokka cut pipeline bubbles?", "none")
+        page.wait_for_selector(".answer.final", timeout=30_000)
+        assert "63%" in page.text_content(".answer.final .answer-text")
+        page.wait_for_function("document.getElementById('corpus-size').textContent === '61'")
+        page.wait_for_function("[...document.querySelectorAll('#venues option')].some(o => o.value === 'QuokkaConf')")
+
+        srv.stop()
+        ask(page, FACT_Q, "none")
+        page.wait_for_selector(".answer.failed", timeout=30_000)
+        page.wait_for_function("document.getElementById('status').textContent === 'server not reachable'")
+        assert page.input_value("#question") == FACT_Q  # kept, to be sent again
+        context.close()
+
+
+def test_a_reload_keeps_the_conversation(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, FACT_Q, "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    page.reload()
+    page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
+    assert page.locator(".turn").count() == 1 and "3.76x" in page.text_content(".answer.final .answer-text")
+    page.locator(".answer-text button.cite").first.click()
+    assert "3.76x" in page.text_content("#viewer-abstract mark.quote")
+    with page.expect_request(lambda r: r.url.endswith("/chat")) as sent:
+        ask(page, "What does it build on?", "none")  # a follow-up: the earlier turn goes with it
+    assert [m["role"] for m in json.loads(sent.value.post_data)["messages"]] == ["user", "assistant", "user"]
+    page.wait_for_selector(".turn:nth-child(2) .answer.final", timeout=30_000)
+    page.click("#new-chat")
+    page.reload()
+    page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
+    assert page.locator(".turn").count() == 0
+
+
+def test_a_pasted_question_over_the_limit_is_refused_whole_not_cut(page) -> None:  # type: ignore[no-untyped-def]
+    long_q = FACT_Q + " Context: " + "the sequence lengths vary a lot. " * 70
+    page.select_option("#llm", "none")
+    page.focus("#question")
+    page.keyboard.insert_text(long_q)  # as a paste does
+    page.press("#question", "Enter")
+    page.wait_for_selector(".answer.failed", timeout=30_000)
+    assert f"{len(long_q.strip())} characters; at most 2000" in page.text_content(".answer.failed .error")
+    assert page.input_value("#question") == long_q.strip()  # all of it, to be shortened
+
+
+def test_the_abstract_viewer_by_keyboard(page) -> None:  # type: ignore[no-untyped-def]
+    ask(page, FACT_Q, "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    page.focus(".answer-text button.cite")
+    page.keyboard.press("Enter")
+    page.locator("#viewer").wait_for(state="visible")
+    assert page.evaluate("document.getElementById('viewer').contains(document.activeElement)")
+    page.keyboard.press("Escape")  # closes it, and the reader is back where they were
+    assert page.locator("#viewer").is_hidden()
+    assert page.evaluate("document.activeElement.matches('.answer-text button.cite')")

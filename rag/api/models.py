@@ -263,6 +263,17 @@ class PaperListPublic(_Public):
     papers: list[PaperPublic]  # type: ignore[valid-type]  # a model made at import
 
 
+class VenuePublic(_Public):
+    venue: str
+    papers: int
+
+
+class VenueListPublic(_Public):
+    """The venues of the index's papers, by name, each with its count (the page's filter)."""
+
+    venues: list[VenuePublic]
+
+
 # -- health ----------------------------------------------------------------------------------
 
 

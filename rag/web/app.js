@@ -10,7 +10,12 @@ const MAX_HISTORY = 20; // earlier messages sent with a question (the server all
 const MAX_HISTORY_CHARS = 4000;
 
 const $ = (id) => document.getElementById(id);
-const state = { messages: [], busy: false, apiKey: sessionStorage.getItem("rag-api-key") || "" };
+// `controller` aborts the answer in flight (Stop, New chat); `chat` counts conversations, so
+// that an answer of a conversation the user cleared never joins the next one's history.
+const state = {
+  messages: [], turns: [], busy: false, controller: null, chat: 0, opener: null,
+  apiKey: sessionStorage.getItem("rag-api-key") || "",
+};
 
 // -- small DOM helpers ----------------------------------------------------------------------
 
@@ -101,12 +106,54 @@ function metaLine(c) {
   return bits.join(" · ");
 }
 
+function quoteNote(turn, n, sentence, span) {
+  // What the highlight means. A sentence's marker highlights only that sentence's own
+  // supporting passage; it never passes off another passage (the source's quote for some
+  // other sentence, or the closest one to an unsupported sentence) as its support.
+  if (!sentence) return span ? "Highlighted: the passage the answer relies on." : "";
+  if (!sentence.supported) {
+    return span
+      ? "Highlighted: the closest passage, which does not support the sentence you clicked."
+      : "No passage of this abstract supports the sentence you clicked.";
+  }
+  if (span) return "Highlighted: the passage that supports the sentence you clicked.";
+  const other = (sentence.citations || []).find((k) => k !== n && turn.result.citations.some(
+    (c) => c.n === k && findQuote(c.abstract, sentence.quote)));
+  return other
+    ? "The sentence you clicked is supported by source [" + other + "], not by a passage of this abstract."
+    : "No single passage of this abstract is marked for the sentence you clicked.";
+}
+
 function openSource(turn, n, sentence) {
   const c = turn.result.citations.find((x) => x.n === n);
   if (!c) return;
+  const span = showAbstract("Source [" + n + "]", c, sentence ? sentence.quote : c.quote);
+  $("viewer-quote-note").textContent = quoteNote(turn, n, sentence, span);
+  if (sentence && sentence.node) sentence.node.classList.add("active");
+}
+
+async function openNearest(p) {
+  // A closest passage of an abstention: its paper's abstract, that passage marked.
+  const response = await fetch("/papers/" + encodeURIComponent(p.paper_id), { headers: headers(false) })
+    .catch(() => null);
+  if (!response || !response.ok) {
+    const why = response ? (await errorFrom(response)).message : "the server is not reachable";
+    showAbstract("Closest passage", { ...p, abstract: p.quote }, null);
+    $("viewer-quote-note").textContent = "Could not open this paper: " + why;
+    return;
+  }
+  const span = showAbstract("Closest passage", await response.json(), p.quote);
+  $("viewer-quote-note").textContent = span
+    ? "Highlighted: the closest passage, which does not answer the question."
+    : "";
+}
+
+function showAbstract(heading, c, quote) {
+  // The viewer on one paper, `quote` marked where it is found; returns where ([start, end]).
   const viewer = $("viewer");
+  if (!viewer.contains(document.activeElement)) state.opener = document.activeElement;
   viewer.hidden = false;
-  $("viewer-n").textContent = "Source [" + n + "]";
+  $("viewer-n").textContent = heading;
   $("viewer-title").textContent = c.title || c.label || c.paper_id;
   const meta = metaLine(c);
   $("viewer-meta").textContent = [meta, "id " + c.paper_id, basename(c.source)]
@@ -114,31 +161,29 @@ function openSource(turn, n, sentence) {
 
   const abstract = $("viewer-abstract");
   abstract.textContent = "";
-  const candidates = [sentence && sentence.quote, c.quote];
-  let span = null;
-  for (const q of candidates) {
-    span = findQuote(c.abstract, q);
-    if (span) break;
-  }
-  const note = $("viewer-quote-note");
+  const span = findQuote(c.abstract, quote);
   if (span) {
     abstract.appendChild(text(c.abstract.slice(0, span[0])));
     abstract.appendChild(el("mark", "quote", c.abstract.slice(span[0], span[1])));
     abstract.appendChild(text(c.abstract.slice(span[1])));
-    note.textContent = sentence
-      ? "Highlighted: the passage that supports the sentence you clicked."
-      : "Highlighted: the passage the answer relies on.";
   } else {
     abstract.appendChild(text(c.abstract));
-    note.textContent = sentence && !sentence.supported
-      ? "No passage of this abstract supports the sentence you clicked."
-      : "";
   }
   for (const active of document.querySelectorAll(".sentence.active")) active.classList.remove("active");
-  if (sentence && sentence.node) sentence.node.classList.add("active");
   const mark = abstract.querySelector("mark");
+  // Focus goes to the abstract, so that a keyboard reader is where they can read it;
+  // Escape or × brings them back to the citation (closeViewer).
+  viewer.focus({ preventScroll: true });
   if (window.matchMedia("(max-width: 900px)").matches) viewer.scrollIntoView({ behavior: "smooth" });
   else if (mark) mark.scrollIntoView({ block: "nearest" });
+  return span;
+}
+
+function closeViewer() {
+  const viewer = $("viewer");
+  const inside = viewer.contains(document.activeElement);
+  viewer.hidden = true;
+  if (inside && state.opener && state.opener.isConnected) state.opener.focus();
 }
 
 function appendWithMarkers(parent, s, turn, sentence) {
@@ -245,15 +290,19 @@ function renderTable(turn) {
     }
     body.appendChild(tr);
   }
-  return el("table", "comparison", el("thead", null, head), body);
+  // In a box of its own that scrolls sideways when the table is wider than a phone.
+  return el("div", "table-wrap", el("table", "comparison", el("thead", null, head), body));
 }
 
 function renderNearest(turn) {
   // Why the answer abstained: the closest passages, so the reader can judge the refusal.
   const list = el("ul", "nearest-list");
   for (const p of turn.result.nearest) {
-    list.appendChild(el("li", null, el("span", "ref-label", p.label || p.paper_id), " ",
-      el("q", null, p.quote)));
+    const open = el("button", "ref-label nearest-open", p.label || p.paper_id);
+    open.type = "button";
+    open.title = "Open the abstract";
+    open.addEventListener("click", () => openNearest(p));
+    list.appendChild(el("li", null, open, " ", el("q", null, p.quote)));
   }
   return el("section", "nearest", el("h3", null, "Closest passages, which do not answer the question"), list);
 }
@@ -279,6 +328,17 @@ async function copyBibtex(turn, button, out) {
   }
 }
 
+function appendReferences(turn) {
+  if (!turn.result.citations.length) return;
+  turn.answer.appendChild(renderReferences(turn));
+  const out = el("pre", "bibtex");
+  out.hidden = true;
+  const button = el("button", "copy-bibtex", "Copy BibTeX");
+  button.type = "button";
+  button.addEventListener("click", () => copyBibtex(turn, button, out));
+  turn.answer.appendChild(el("div", "export", button, out));
+}
+
 function renderFinal(turn) {
   const r = turn.result;
   const box = turn.answer;
@@ -301,7 +361,10 @@ function renderFinal(turn) {
     notes.appendChild(el("p", "note offline-note",
       "Answered offline, from the abstracts' own sentences: no language model was used."));
   }
-  for (const n of r.notices) notes.appendChild(el("p", "note notice", n));
+  // A notice that is the answer itself ("No papers match the filters: ...") is said once.
+  for (const n of r.notices) {
+    if (n.trim() !== r.answer.trim()) notes.appendChild(el("p", "note notice", n));
+  }
   const unsupported = r.sentences.filter((s) => !s.supported).length;
   if (unsupported) {
     notes.appendChild(el("p", "note unsupported-note",
@@ -311,15 +374,7 @@ function renderFinal(turn) {
   if (r.dropped_citations) {
     notes.appendChild(el("p", "note", r.dropped_citations + " citation(s) to no source were removed."));
   }
-  if (r.citations.length) {
-    box.appendChild(renderReferences(turn));
-    const out = el("pre", "bibtex");
-    out.hidden = true;
-    const button = el("button", "copy-bibtex", "Copy BibTeX");
-    button.type = "button";
-    button.addEventListener("click", () => copyBibtex(turn, button, out));
-    box.appendChild(el("div", "export", button, out));
-  }
+  appendReferences(turn);
   const answerer = r.answerer === "extractive" ? "offline" : r.answerer.replace(/^ollama:/, "");
   const total = r.timings_ms && r.timings_ms.total ? " · " + (r.timings_ms.total / 1000).toFixed(1) + " s" : "";
   box.appendChild(el("p", "answer-meta", answerer + total));
@@ -330,7 +385,11 @@ function showError(turn, err) {
   turn.answer.classList.add("failed");
   turn.status.textContent = "";
   if (err.partial && err.partial.answer) {
-    turn.text.textContent = err.partial.answer;
+    // What came before the stream broke off, with its citations as on a whole answer: the
+    // reader can still check each sentence against its abstract.
+    turn.result = err.partial;
+    renderAnswerText(turn.text, turn);
+    appendReferences(turn);
   }
   for (const note of turn.notes.querySelectorAll(".notice")) {
     if (err.message && note.textContent.startsWith(err.message)) note.remove();
@@ -341,7 +400,28 @@ function showError(turn, err) {
   turn.notes.appendChild(box);
 }
 
+function showStopped(turn) {
+  turn.answer.classList.remove("streaming");
+  turn.answer.classList.add("stopped");
+  turn.status.textContent = "";
+  turn.notes.appendChild(el("p", "note", "Stopped: the answer is incomplete."));
+}
+
 // -- asking ----------------------------------------------------------------------------------
+
+function setBusy(busy) {
+  state.busy = busy;
+  $("send").hidden = busy;
+  $("stop").hidden = !busy;
+}
+
+function stopAnswer() {
+  // Aborting the request closes the connection; the server then stops the work and the model.
+  const controller = state.controller;
+  state.controller = null;
+  if (controller) controller.abort();
+  setBusy(false);
+}
 
 function newTurn(question) {
   $("empty").hidden = true;
@@ -379,13 +459,16 @@ async function errorFrom(response) {
 
 async function ask(question) {
   if (state.busy) return;
-  state.busy = true;
-  $("send").disabled = true;
+  const controller = new AbortController();
+  state.controller = controller;
+  setBusy(true);
+  const chat = state.chat;
   const turn = newTurn(question);
   let finished = false;
   try {
     const response = await fetch("/chat", {
       method: "POST", headers: headers(true), body: JSON.stringify(requestBody(question)),
+      signal: controller.signal,
     });
     if (response.status === 401) {
       $("key-form").hidden = false;
@@ -393,10 +476,12 @@ async function ask(question) {
     }
     if (!response.ok) {
       showError(turn, await errorFrom(response));
+      keepQuestion(question);
       finished = true;
       return;
     }
     for await (const { event, data } of readEvents(response)) {
+      if (controller.signal.aborted) break;
       if (event === "sentence") {
         // Each sentence arrives final (renumbered, checked): mark it as it comes.
         turn.status.textContent = "";
@@ -417,25 +502,82 @@ async function ask(question) {
       } else if (event === "final") {
         turn.result = data;
         renderFinal(turn);
-        state.messages.push({ role: "user", content: question },
-          { role: "assistant", content: data.answer });
+        if (chat === state.chat) {
+          state.messages.push({ role: "user", content: question },
+            { role: "assistant", content: data.answer });
+          state.turns.push({ question, result: data });
+          saveChat();
+        }
         finished = true;
       } else if (event === "error") {
         showError(turn, data);
         finished = true;
       }
     }
-    if (!finished) {
+    if (controller.signal.aborted) {
+      showStopped(turn);
+    } else if (!finished) {
       showError(turn, { message: "the connection closed before the answer was complete",
         hint: "ask again; if it keeps happening, check the server's log", incomplete: true });
     }
   } catch (err) {
-    showError(turn, { message: "could not reach the server (" + err.message + ")",
-      hint: "is `rag serve` still running?" });
+    if (controller.signal.aborted) {
+      showStopped(turn);
+    } else {
+      showError(turn, { message: "could not reach the server (" + err.message + ")",
+        hint: "is `rag serve` still running?" });
+      keepQuestion(question);
+    }
   } finally {
-    state.busy = false;
-    $("send").disabled = false;
+    if (state.controller === controller) {
+      state.controller = null;
+      setBusy(false);
+    }
     scrollToBottom();
+    refresh();
+  }
+}
+
+function keepQuestion(question) {
+  // A question that got no answer goes back into an empty box, to be sent again.
+  if (!$("question").value.trim()) $("question").value = question;
+}
+
+// -- the conversation, kept across a reload of the tab ---------------------------------------
+
+const SAVED = "rag-chat";
+
+function saveChat() {
+  const saved = { messages: state.messages, turns: state.turns.slice() };
+  for (;;) {
+    try {
+      sessionStorage.setItem(SAVED, JSON.stringify(saved));
+      return;
+    } catch (_) {  // over the tab's storage quota: the oldest answers are not shown again
+      if (!saved.turns.length) return;
+      saved.turns.shift();
+    }
+  }
+}
+
+function restoreChat() {
+  let saved = null;
+  try {
+    saved = JSON.parse(sessionStorage.getItem(SAVED) || "null");
+  } catch (_) { /* not ours, or damaged: start afresh */ }
+  if (!saved || !Array.isArray(saved.turns) || !Array.isArray(saved.messages)) return;
+  try {
+    for (const { question, result } of saved.turns) {
+      const turn = newTurn(question);
+      turn.result = result;
+      renderFinal(turn);
+    }
+    state.messages = saved.messages;
+    state.turns = saved.turns;
+  } catch (_) {  // saved by another version of this page: start afresh
+    sessionStorage.removeItem(SAVED);
+    $("conversation").textContent = "";
+    $("empty").hidden = false;
   }
 }
 
@@ -458,33 +600,42 @@ async function loadStatus() {
     if (health.auth_required && !state.apiKey) $("key-form").hidden = false;
   } catch (_) {
     $("status").textContent = "server not reachable";
+    $("status").classList.add("offline");
   }
 }
 
-async function loadPapers() {
-  let papers;
+async function loadVenues() {
+  // The venue filter's suggestions (GET /venues: names and counts, not every paper's record).
+  let venues;
   try {
-    const response = await fetch("/papers", { headers: headers(false) });
+    const response = await fetch("/venues", { headers: headers(false) });
     if (!response.ok) return;
-    papers = (await response.json()).papers;
+    venues = (await response.json()).venues;
   } catch (_) {
     return;
   }
-  const venues = [...new Set(papers.map((p) => p.venue).filter(Boolean))].sort();
   const list = $("venues");
   list.textContent = "";
   for (const v of venues) {
     const option = document.createElement("option");
-    option.value = v;
+    option.value = v.venue;
     list.appendChild(option);
   }
+}
+
+async function refresh() {
+  // After each answer: the index may have grown or shrunk under the server (`rag ingest`,
+  // `--watch`), and the server or Ollama may have stopped or come back.
+  const before = $("corpus-size").textContent;
+  await loadStatus();
+  if ($("corpus-size").textContent !== before) loadVenues();
 }
 
 function init() {
   $("ask-form").addEventListener("submit", (event) => {
     event.preventDefault();
     const q = $("question").value.trim();
-    if (!q) return;
+    if (!q || state.busy) return;  // while an answer comes, the question stays in the box
     $("question").value = "";
     ask(q);
   });
@@ -494,23 +645,35 @@ function init() {
       $("ask-form").requestSubmit();
     }
   });
+  $("stop").addEventListener("click", () => {
+    stopAnswer();
+    $("question").focus();
+  });
   $("new-chat").addEventListener("click", () => {
+    stopAnswer();
+    state.chat += 1;
     state.messages = [];
+    state.turns = [];
+    sessionStorage.removeItem(SAVED);
     $("conversation").textContent = "";
     $("viewer").hidden = true;
     $("empty").hidden = false;
     $("question").focus();
   });
-  $("viewer-close").addEventListener("click", () => { $("viewer").hidden = true; });
+  $("viewer-close").addEventListener("click", closeViewer);
+  document.addEventListener("keydown", (event) => {
+    if (event.key === "Escape" && !$("viewer").hidden) closeViewer();
+  });
   $("key-form").addEventListener("submit", (event) => {
     event.preventDefault();
     state.apiKey = $("api-key").value.trim();
     sessionStorage.setItem("rag-api-key", state.apiKey);
     $("key-form").hidden = true;
-    loadPapers();
+    loadVenues();
   });
+  restoreChat();
   loadStatus();
-  loadPapers();
+  loadVenues();
   $("question").focus();
 }
 

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+from collections import Counter
 from collections.abc import AsyncIterator, Iterable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Annotated, Any, Literal
@@ -19,7 +20,13 @@ from rag.api.deps import (
     SettingsDep,
 )
 from rag.api.errors import ERROR_RESPONSES, NotFound, field_error
-from rag.api.models import ErrorPublic, PaperListPublic, PaperPublic, SearchResultsPublic
+from rag.api.models import (
+    ErrorPublic,
+    PaperListPublic,
+    PaperPublic,
+    SearchResultsPublic,
+    VenueListPublic,
+)
 from rag.corpus.paper import Paper
 from rag.export import MEDIA_TYPES, export_parts, select
 from rag.schema import MAX_K, MAX_QUESTION, AskOptions, search_public
@@ -101,6 +108,17 @@ async def papers(
     if format != "json":
         return await _exported(exports, listed, format, every)
     return {"papers": [p.to_dict() for p in listed]}
+
+
+@router.get("/venues", response_model=VenueListPublic,
+            summary="The venues of the index's papers, each with its paper count")
+async def venues(pipeline: PipelineDep, light: LightExecutorDep) -> Any:
+    # The chat page's venue suggestions: a few names, where GET /papers is every abstract.
+    def counted() -> dict[str, Any]:
+        counts = Counter(p.venue for p in pipeline.retriever.snapshot().papers.values() if p.venue)
+        return {"venues": [{"venue": v, "papers": n} for v, n in sorted(counts.items())]}
+
+    return await relay.run_blocking(light, counted)
 
 
 @router.get("/papers/{paper_id:path}", response_model=PaperPublic,
