@@ -194,6 +194,43 @@ def test_set_validation_names_question_and_field(tmp_path: Path, text: str, mess
     assert exc.value.exit_code == 2
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n"
+     "- id: q2\n  note: the kind is misspelt\n  kind: facts\n  question: y\n  papers: []\n",
+     "bad.yaml:7: question 'q2': field `kind` is 'facts'"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n"
+     "- id: q2\n  kind: fact\n  papers: ['seeds/a.txt#2']\n",
+     "bad.yaml:5: question 'q2': field `question` must be a non-empty string"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n  paper: []\n",
+     "bad.yaml:5: question 'q1': field `paper` is not a known field"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n- just text\n",
+     "bad.yaml:5: item 2 is a str, not a mapping"),
+])
+def test_set_errors_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    """In a set of 211 questions the error says where: FILE:LINE, then the question and field."""
+    from rag.errors import InputError
+    from rag.eval.run import load_set
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_set(path)
+    assert str(exc.value).startswith(f"{path.parent}/{message}")
+
+
+def test_a_paper_not_in_the_index_names_its_line(retriever: Any, tmp_path: Path) -> None:
+    from rag.errors import InputError
+    from rag.eval.run import load_set, resolve_refs
+
+    path = tmp_path / "set.yaml"
+    path.write_text("- id: q1\n  kind: fact\n  question: What is Skrull?\n\n"
+                    "  papers: ['seeds/000_1d593446947ebb0f.txt#99']\n")
+    with pytest.raises(InputError) as exc:
+        resolve_refs(load_set(path), retriever.papers(), path, "default")
+    assert str(exc.value).startswith(f"{path}:5: question 'q1': field `papers` names "
+                                     "seeds/000_1d593446947ebb0f.txt#99, which is not in the index")
+
+
 def test_full_sets_load_and_resolve(retriever: Any) -> None:
     from rag.eval.run import load_set, resolve_refs
 
