@@ -201,3 +201,32 @@ def test_files_and_modules_the_readme_names_exist() -> None:
         for attr in parts[cut:]:
             assert hasattr(obj, attr), f"the README names {dotted}, which does not exist"
             obj = getattr(obj, attr)
+
+
+def _transcripts(section: str) -> list[tuple[str, list[str]]]:
+    """(command, the lines it prints) of each `$ rag ...` in the section's text blocks."""
+    body = README.split(f"## {section}", 1)[1].split("\n## ", 1)[0]
+    out: list[tuple[str, list[str]]] = []
+    for block in re.findall(r"```text\n(.+?)\n```", body, re.S):
+        for part in re.split(r"^\$ ", block, flags=re.M)[1:]:
+            command, *lines = part.rstrip("\n").split("\n")
+            out.append((command, lines))
+    return out
+
+
+def test_the_worked_example_prints_what_the_readme_shows(seeded_settings: Any) -> None:
+    import shlex
+
+    shown = _transcripts("A worked example")
+    assert len(shown) == 3
+    env = {**os.environ, "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": "http://127.0.0.1:9"}
+    for command, lines in shown:
+        args = shlex.split(command)
+        assert args[0] == "rag", command
+        res = subprocess.run([str(Path(sys.executable).parent / "rag"), *args[1:]], cwd=ROOT, env=env,
+                             capture_output=True, text=True, timeout=300)
+        assert res.returncode == 0, res.stderr
+        expected = [line for line in lines if not line.startswith("Ollama is not running")]  # stderr
+        if expected[-1] == "- ...":  # the README shows the first of several
+            expected = expected[:-1]
+        assert res.stdout.splitlines()[:len(expected)] == expected, command
