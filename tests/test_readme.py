@@ -230,3 +230,11 @@ def test_the_worked_example_prints_what_the_readme_shows(seeded_settings: Any) -
         if expected[-1] == "- ...":  # the README shows the first of several
             expected = expected[:-1]
         assert res.stdout.splitlines()[:len(expected)] == expected, command
+
+
+def test_what_rag_api_key_leaves_open_is_what_the_readme_says() -> None:
+    from rag.api.limits import PUBLIC_PREFIXES
+
+    section = README.split("## The HTTP API and the chat page", 1)[1].split("\n## ", 1)[0]
+    sentence = section.split("With `RAG_API_KEY` set,", 1)[1].split("Bearer KEY", 1)[0]
+    assert sorted(p for p in PUBLIC_PREFIXES if f"`{p}" not in sentence) == []
