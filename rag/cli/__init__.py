@@ -304,7 +304,8 @@ def chat(as_json: bool, index: str | None, **values: Any) -> None:
     click.echo("Ask about the abstracts. Commands: /sources /reset /quit", err=True)
     while True:
         try:
-            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            # the prompt on stderr, as every notice: stdout holds only answers (--json: objects)
+            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False, err=True)
         except (EOFError, click.exceptions.Abort):
             break
         line = line.strip()
