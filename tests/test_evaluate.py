@@ -280,6 +280,23 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
         load_thresholds(path, "none")
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("nnone:\n  min: {faithfulness: 0.99}\n", "`nnone` is not a section (none, ollama, judge)"),
+    ("- none\n", "a thresholds file must be a mapping of sections"),
+])
+def test_a_misspelt_thresholds_section_is_an_error_not_an_open_gate(tmp_path: Path, text: str,
+                                                                    message: str) -> None:
+    """CI gates on this file: a section name with a typo checked nothing and exited 0."""
+    from rag.errors import InputError
+    from rag.eval.report import load_split_thresholds
+
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_split_thresholds(path, "none")
+    assert str(exc.value).startswith(f"{path}: {message}")
+
+
 def test_heldout_thresholds_gate_separately(tmp_path: Path) -> None:
     from rag.errors import InputError
     from rag.eval.report import check_all, load_split_thresholds
