@@ -98,6 +98,19 @@ def test_bad_input_is_refused_before_seeds_are_ingested(args: list[str], message
     assert not (workdir / ".rag" / "chroma").exists()
 
 
+def test_a_thin_client_whose_server_is_down_exits_3_and_a_bad_url_2(tmp_path: Path) -> None:
+    """Neither is a bug in rag (exit 1, what both were)."""
+    from tests.ollama_server import free_port_with_nothing_listening
+
+    down = f"http://127.0.0.1:{free_port_with_nothing_listening()}"
+    res = run_rag("search", "moe", cwd=tmp_path, env={"RAG_SERVER_URL": down})
+    assert res.returncode == 3, res.stderr
+    assert res.stderr.startswith(f"error: cannot connect to the rag server at {down}")
+    res = run_rag("ask", Q, cwd=tmp_path, env={"RAG_SERVER_URL": "http://[::1"})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: RAG_SERVER_URL 'http://[::1' is not a usable URL")
+
+
 def _run_timed(server: Any, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str, float]:
     """Run `rag`; returns rc, stdout, stderr and the seconds from its first request to the
     Ollama server until it exited (the wait, without rag's start-up)."""
