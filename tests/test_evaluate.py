@@ -297,6 +297,21 @@ def test_a_misspelt_thresholds_section_is_an_error_not_an_open_gate(tmp_path: Pa
     assert str(exc.value).startswith(f"{path}: {message}")
 
 
+def test_an_out_that_cannot_hold_reports_is_refused_before_the_questions_run(
+        rag_home: Path, workdir: Path, tmp_path: Path) -> None:
+    """It ran every question, then failed on writing: 'unexpected FileExistsError', exit 1."""
+    subset = tmp_path / "two.yaml"
+    subset.write_text("- id: fact-one\n  kind: fact\n  question: What speedup does Skrull report?\n"
+                      "  papers: ['seeds/000_1d593446947ebb0f.txt#1']\n")
+    out = tmp_path / "report.txt"
+    out.write_text("a file\n")
+    proc = run_rag("eval", "--set", str(subset), "--out", str(out), cwd=workdir,
+                   env={"RAG_HOME": str(rag_home)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: --out {out} is a file, not a directory")
+    assert "[1/1]" not in proc.stderr  # no question was run
+
+
 def test_heldout_thresholds_gate_separately(tmp_path: Path) -> None:
     from rag.errors import InputError
     from rag.eval.report import check_all, load_split_thresholds

@@ -306,6 +306,22 @@ def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
     return "\n".join(out)
 
 
+def check_out(out: Path) -> None:
+    """`--out` is a directory the reports can be written to (made if missing): checked before
+    the questions run, not found out when they have."""
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a directory",
+                         "name a directory to write the reports to (default: evals/reports)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write the reports there ({exc.strerror or exc})",
+                         "name a directory to write them to (default: evals/reports)") from None
+
+
 def write_reports(report: dict[str, Any], out: Path) -> tuple[Path, Path]:
     """eval-<set>-<llm>-<time>.json and .md in `out`; returns both paths."""
     out.mkdir(parents=True, exist_ok=True)
