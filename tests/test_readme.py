@@ -238,3 +238,14 @@ def test_what_rag_api_key_leaves_open_is_what_the_readme_says() -> None:
     section = README.split("## The HTTP API and the chat page", 1)[1].split("\n## ", 1)[0]
     sentence = section.split("With `RAG_API_KEY` set,", 1)[1].split("Bearer KEY", 1)[0]
     assert sorted(p for p in PUBLIC_PREFIXES if f"`{p}" not in sentence) == []
+
+
+def test_the_ask_json_section_names_every_field() -> None:
+    """The answer's fields and those of its citations and sentences (`nearest`'s are under
+    "Abstentions explained"; `export`, POST /ask's, under "Citation export")."""
+    from rag.api.models import AnswerPublic, CitationPublic, SentencePublic
+
+    section = README.split("### `rag ask --json`", 1)[1].split("\n### ", 1)[0]
+    for model in (AnswerPublic, CitationPublic, SentencePublic):
+        missing = sorted(f for f in set(model.model_fields) - {"export"} if f"`{f}`" not in section)
+        assert missing == [], f"document in the README's `rag ask --json` section: {model.__name__} {missing}"
