@@ -229,6 +229,7 @@ def test_a_paper_not_in_the_index_names_its_line(retriever: Any, tmp_path: Path)
         resolve_refs(load_set(path), retriever.papers(), path, "default")
     assert str(exc.value).startswith(f"{path}:5: question 'q1': field `papers` names "
                                      "seeds/000_1d593446947ebb0f.txt#99, which is not in the index")
+    assert "rag eval --index NAME" in exc.value.hint  # a set of another corpus: the index is wrong
 
 
 def test_full_sets_load_and_resolve(retriever: Any) -> None:

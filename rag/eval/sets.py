@@ -199,7 +199,9 @@ def resolve_refs(questions: list[Question], papers: list[Paper], path: Path,
             paper = ids.get(by_id.group(1)) if by_id else match_ref(ref, papers)
             if paper is None:
                 raise InputError(f"{path}:{q.line}: question {q.id!r}: field `papers` names {ref}, which is "
-                                 f"not in the index '{index}'", HINT)
+                                 f"not in the index '{index}' ({len(papers)} papers)",
+                                 "run the set against the index that holds its corpus (`rag eval --index "
+                                 "NAME`), or fix the reference (evals/README.md)")
             out[ref] = paper.paper_id
     return out
 
