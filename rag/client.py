@@ -3,7 +3,8 @@
 `remote_search` and `remote_ask` return exactly the objects `rag search --json` and
 `rag ask --json` print locally, from the index the server serves (naming another is an
 error). The server's errors come back as the same RagError classes (so the CLI's exit codes
-match), and a server that cannot be reached is a RagError with a hint.
+match), and a server that cannot be reached, or is not `rag serve`, is an IndexStoreError (exit
+3, as an unreachable Chroma server) with a hint.
 """
 
 from __future__ import annotations
@@ -15,7 +16,7 @@ from typing import TYPE_CHECKING, Any
 import httpx
 
 from rag import errors as rag_errors
-from rag.errors import InputError, LLMError, RagError
+from rag.errors import IndexStoreError, InputError, LLMError, RagError
 
 if TYPE_CHECKING:
     from rag.schema import AskOptions
@@ -82,25 +83,30 @@ def _request(remote: Remote, method: str, path: str, *, read_timeout: float,
     try:
         with httpx.Client(timeout=timeout, headers=remote.headers(), verify=verify) as client:
             resp = client.request(method, url, **kwargs)
+    except httpx.InvalidURL as exc:
+        raise InputError(f"RAG_SERVER_URL {remote.url!r} is not a usable URL ({exc})",
+                         "set it like http://127.0.0.1:8000, or unset it to work locally") from None
+    # The server that holds the index cannot be reached: an index problem (exit 3), as an
+    # unreachable Chroma server is, not a bug in rag (exit 1).
     except httpx.ConnectError as exc:
-        raise RagError(f"cannot connect to the rag server at {base} ({exc})",
-                       "start it with `rag serve`, or unset RAG_SERVER_URL to work locally") from exc
+        raise IndexStoreError(f"cannot connect to the rag server at {base} ({exc})",
+                              "start it with `rag serve`, or unset RAG_SERVER_URL to work locally") from exc
     except httpx.TimeoutException as exc:
-        raise RagError(f"the rag server at {base} did not answer within {read_timeout:.0f} s",
-                       "check the server's log; unset RAG_SERVER_URL to work locally") from exc
+        raise IndexStoreError(f"the rag server at {base} did not answer within {read_timeout:.0f} s",
+                              "check the server's log; unset RAG_SERVER_URL to work locally") from exc
     except httpx.HTTPError as exc:
-        raise RagError(f"talking to the rag server at {base} failed: {exc}",
-                       "check RAG_SERVER_URL and the server's log") from exc
+        raise IndexStoreError(f"talking to the rag server at {base} failed: {exc}",
+                              "check RAG_SERVER_URL and the server's log") from exc
     if resp.status_code >= 400:
         raise _error_from(resp, base)
     try:
         data = resp.json()
     except ValueError as exc:
-        raise RagError(f"the server at {base} did not answer with JSON",
-                       "is RAG_SERVER_URL pointing at `rag serve`?") from exc
+        raise IndexStoreError(f"the server at {base} did not answer with JSON",
+                              "is RAG_SERVER_URL pointing at `rag serve`?") from exc
     if not isinstance(data, dict):
-        raise RagError(f"the server at {base} sent an unexpected answer",
-                       "is RAG_SERVER_URL pointing at `rag serve`?")
+        raise IndexStoreError(f"the server at {base} sent an unexpected answer",
+                              "is RAG_SERVER_URL pointing at `rag serve`?")
     return data
 
 

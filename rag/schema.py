@@ -24,6 +24,18 @@ MAX_QUESTION = 2000
 MAX_K = 50
 
 
+def checked_question(text: str, hint: str = "type a question") -> str:
+    """The question stripped; InputError when it is empty or over MAX_QUESTION characters."""
+    from rag.errors import InputError
+
+    text = text.strip()
+    if not text:
+        raise InputError("the question is empty", hint)
+    if len(text) > MAX_QUESTION:
+        raise InputError(f"the question is {len(text)} characters; at most {MAX_QUESTION}", "shorten it")
+    return text
+
+
 def _short_year(v: str | int | None) -> str | int | None:
     if isinstance(v, str) and len(v) > 20:
         raise ValueError("a year or range is at most 20 characters")

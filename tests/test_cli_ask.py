@@ -3,8 +3,10 @@
 from __future__ import annotations
 
 import json
+import os
+import subprocess
 
-from tests.conftest import run_rag
+from tests.conftest import RAG, run_rag
 from tests.ollama_server import free_port_with_nothing_listening
 
 Q = "which systems target long-sequence training?"
@@ -96,6 +98,22 @@ def test_chat_follow_up_and_commands(seeded_settings, tmp_path) -> None:  # type
     assert "3.76x" in res.stdout and "DeepSpeed" in res.stdout
     assert "searching for: What is it implemented on (Skrull)?" in res.stderr
     assert "[1] Skrull" in res.stdout and "(no sources yet)" in res.stdout
+
+
+def test_chat_json_prints_only_the_answers_objects(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]
+    """`rag chat --json | jq`: the `you> ` prompts go to stderr, not between the objects."""
+    script = "What speedup does Skrull report over DeepSpeed?\nWhat is it implemented on?\n/quit\n"
+    res = subprocess.run([RAG, "chat", "--llm", "none", "--json"], input=script, capture_output=True,
+                         text=True, cwd=tmp_path, env={**os.environ, "RAG_HOME": str(seeded_settings.home)},
+                         timeout=120)
+    assert res.returncode == 0, res.stderr
+    decoder, text, objects = json.JSONDecoder(), res.stdout.strip(), []
+    while text:
+        obj, end = decoder.raw_decode(text)
+        objects.append(obj)
+        text = text[end:].lstrip()
+    assert [o["question"] for o in objects] == script.splitlines()[:2]
+    assert "3.76x" in objects[0]["answer"] and "you> " in res.stderr
 
 
 def test_filters_that_leave_no_paper_say_so(seeded_settings, tmp_path) -> None:  # type: ignore[no-untyped-def]

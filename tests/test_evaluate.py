@@ -194,6 +194,44 @@ def test_set_validation_names_question_and_field(tmp_path: Path, text: str, mess
     assert exc.value.exit_code == 2
 
 
+@pytest.mark.parametrize(("text", "message"), [
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n"
+     "- id: q2\n  note: the kind is misspelt\n  kind: facts\n  question: y\n  papers: []\n",
+     "bad.yaml:7: question 'q2': field `kind` is 'facts'"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n"
+     "- id: q2\n  kind: fact\n  papers: ['seeds/a.txt#2']\n",
+     "bad.yaml:5: question 'q2': field `question` must be a non-empty string"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n  paper: []\n",
+     "bad.yaml:5: question 'q1': field `paper` is not a known field"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n- just text\n",
+     "bad.yaml:5: item 2 is a str, not a mapping"),
+])
+def test_set_errors_name_the_line(tmp_path: Path, text: str, message: str) -> None:
+    """In a set of 211 questions the error says where: FILE:LINE, then the question and field."""
+    from rag.errors import InputError
+    from rag.eval.run import load_set
+
+    path = tmp_path / "bad.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_set(path)
+    assert str(exc.value).startswith(f"{path.parent}/{message}")
+
+
+def test_a_paper_not_in_the_index_names_its_line(retriever: Any, tmp_path: Path) -> None:
+    from rag.errors import InputError
+    from rag.eval.run import load_set, resolve_refs
+
+    path = tmp_path / "set.yaml"
+    path.write_text("- id: q1\n  kind: fact\n  question: What is Skrull?\n\n"
+                    "  papers: ['seeds/000_1d593446947ebb0f.txt#99']\n")
+    with pytest.raises(InputError) as exc:
+        resolve_refs(load_set(path), retriever.papers(), path, "default")
+    assert str(exc.value).startswith(f"{path}:5: question 'q1': field `papers` names "
+                                     "seeds/000_1d593446947ebb0f.txt#99, which is not in the index")
+    assert "rag eval --index NAME" in exc.value.hint  # a set of another corpus: the index is wrong
+
+
 def test_full_sets_load_and_resolve(retriever: Any) -> None:
     from rag.eval.run import load_set, resolve_refs
 
@@ -241,6 +279,38 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
     path.write_text("none:\n  min: {false_abstention_rate: 0.9}\n")
     with pytest.raises(InputError, match="not a minimum metric"):
         load_thresholds(path, "none")
+
+
+@pytest.mark.parametrize(("text", "message"), [
+    ("nnone:\n  min: {faithfulness: 0.99}\n", "`nnone` is not a section (none, ollama, judge)"),
+    ("- none\n", "a thresholds file must be a mapping of sections"),
+])
+def test_a_misspelt_thresholds_section_is_an_error_not_an_open_gate(tmp_path: Path, text: str,
+                                                                    message: str) -> None:
+    """CI gates on this file: a section name with a typo checked nothing and exited 0."""
+    from rag.errors import InputError
+    from rag.eval.report import load_split_thresholds
+
+    path = tmp_path / "thresholds.yaml"
+    path.write_text(text)
+    with pytest.raises(InputError) as exc:
+        load_split_thresholds(path, "none")
+    assert str(exc.value).startswith(f"{path}: {message}")
+
+
+def test_an_out_that_cannot_hold_reports_is_refused_before_the_questions_run(
+        rag_home: Path, workdir: Path, tmp_path: Path) -> None:
+    """It ran every question, then failed on writing: 'unexpected FileExistsError', exit 1."""
+    subset = tmp_path / "two.yaml"
+    subset.write_text("- id: fact-one\n  kind: fact\n  question: What speedup does Skrull report?\n"
+                      "  papers: ['seeds/000_1d593446947ebb0f.txt#1']\n")
+    out = tmp_path / "report.txt"
+    out.write_text("a file\n")
+    proc = run_rag("eval", "--set", str(subset), "--out", str(out), cwd=workdir,
+                   env={"RAG_HOME": str(rag_home)})
+    assert proc.returncode == 2, proc.stderr
+    assert proc.stderr.startswith(f"error: --out {out} is a file, not a directory")
+    assert "[1/1]" not in proc.stderr  # no question was run
 
 
 def test_heldout_thresholds_gate_separately(tmp_path: Path) -> None:

@@ -25,13 +25,12 @@ from rag.answering.questions import is_list_question
 from rag.answering.sources import Selection, SourceChooser
 from rag.answering.tables import is_comparison
 from rag.config import Settings
-from rag.errors import InputError, LLMError
+from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
 from rag.retrieve import Filters, Retriever
 from rag.schema import (
-    MAX_QUESTION,
     Answer,
     AskOptions,
     DoneEvent,
@@ -42,6 +41,7 @@ from rag.schema import (
     SentenceEvent,
     Source,
     TokenEvent,
+    checked_question,
 )
 
 NEAREST = 3  # passages shown with an abstention: a few to judge the refusal by, not a reading list
@@ -119,12 +119,7 @@ class Pipeline:
         """Answer a question, yielding events as the answer is written and checked; the last
         event is DoneEvent(answer). Closing the iterator stops the work (and the model)."""
         started = time.perf_counter()
-        question = question.strip()
-        if not question:
-            raise InputError("the question is empty", "type a question")
-        if len(question) > MAX_QUESTION:
-            raise InputError(f"the question is {len(question)} characters; at most {MAX_QUESTION}",
-                             "shorten it")
+        question = checked_question(question)
         opts = options or AskOptions()
         mode = opts.llm or self.settings.llm
         filters = opts.to_filters()

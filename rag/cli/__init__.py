@@ -10,6 +10,7 @@ from __future__ import annotations
 import os
 import sys
 import textwrap
+import traceback
 from pathlib import Path
 from typing import Any
 
@@ -108,10 +109,14 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
         result = remote_search(remote, query, k, index=index, **filters)
     else:
         from rag.retrieve import Filters
+        from rag.schema import checked_question
 
+        # bad input is refused before the index is opened (or seeds/ ingested into it)
+        checked_question(query, "type a question or search terms")
+        parsed = Filters.parse(**filters)
         settings = _settings(index)
         retriever = _ensure_index(settings)
-        hits = retriever.search(query, k, Filters.parse(**filters))
+        hits = retriever.search(query, k, parsed)
         from rag.schema import search_public
 
         result = search_public(query, settings.index, hits)
@@ -145,8 +150,9 @@ def main() -> None:
         sys.exit(2)  # usage errors are bad input
     except RagError as exc:
         if os.environ.get("RAG_DEBUG"):
-            raise
-        click.echo(f"error: {exc}", err=True)
+            traceback.print_exc()  # and still the documented exit code, not Python's 1
+        else:
+            click.echo(f"error: {exc}", err=True)
         sys.exit(exc.exit_code)
     except KeyboardInterrupt:
         sys.exit(130)
@@ -245,7 +251,10 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         _exit_if_cut(result, options.llm, as_json)
         return
     from rag.answering import Pipeline
+    from rag.schema import checked_question
 
+    checked_question(question)  # bad input is refused before the index is opened (or filled)
+    options.to_filters()
     settings = _settings(index)
     pipeline = Pipeline(settings, _ensure_index(settings))
     if as_json:
@@ -287,6 +296,7 @@ def chat(as_json: bool, index: str | None, **values: Any) -> None:
     from rag.render import reference_lines
 
     options = _ask_options(values)
+    options.to_filters()  # a bad filter is refused before the index is opened (or filled)
     settings = _settings(index)
     pipeline = Pipeline(settings, _ensure_index(settings))
     history: list[dict[str, str]] = []
@@ -294,7 +304,8 @@ def chat(as_json: bool, index: str | None, **values: Any) -> None:
     click.echo("Ask about the abstracts. Commands: /sources /reset /quit", err=True)
     while True:
         try:
-            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False)
+            # the prompt on stderr, as every notice: stdout holds only answers (--json: objects)
+            line = click.prompt("you", prompt_suffix="> ", default="", show_default=False, err=True)
         except (EOFError, click.exceptions.Abort):
             break
         line = line.strip()

@@ -241,4 +241,8 @@ def _embedder(cache_dir: Path, threads: int, device: str, precision: str) -> Emb
 
 def main() -> None:
     """scripts/setup: `python -m rag.embed CACHE_DIR`."""
+    if len(sys.argv) != 2:
+        print("usage: python -m rag.embed CACHE_DIR  (e.g. ~/.cache/rag, rag's RAG_MODEL_CACHE)",
+              file=sys.stderr)
+        sys.exit(2)
     prepare(Path(sys.argv[1]))

@@ -31,6 +31,7 @@ HISTORY = 20  # runs shown in the chart
 _HINT = ("write e.g. `none: {min: {faithfulness: 0.9}, max: {false_abstention_rate: 0.05}, "
          "heldout: {min: {fact_recall: 0.9}}}`")
 Bounds = dict[str, tuple[str, float]]
+SECTIONS = ("none", "ollama", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
 
 
 def _bounds(path: Path, where: str, section: Any) -> Bounds:
@@ -59,7 +60,12 @@ def load_split_thresholds(path: Path, llm: str) -> dict[str, Bounds]:
         data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({exc})", "see evals/README.md") from None
-    section = data.get(llm) if isinstance(data, dict) else None
+    if not isinstance(data, dict):
+        raise InputError(f"{path}: a thresholds file must be a mapping of sections", _HINT)
+    unknown = sorted(map(str, set(data) - set(SECTIONS)))
+    if unknown:  # a misspelt section would leave the gate with nothing to check
+        raise InputError(f"{path}: `{unknown[0]}` is not a section ({', '.join(SECTIONS)})", _HINT)
+    section = data.get(llm)
     if section is None:
         return {}
     if not isinstance(section, dict):
@@ -298,6 +304,22 @@ def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
         out += [f"| {r['id']} | {_cell(', '.join(r['missing_facts']))} |" for r in missing]
     out += ["", "## Metric history", ""] + _history_md(runs) + [""]
     return "\n".join(out)
+
+
+def check_out(out: Path) -> None:
+    """`--out` is a directory the reports can be written to (made if missing): checked before
+    the questions run, not found out when they have."""
+    import tempfile
+
+    if out.exists() and not out.is_dir():
+        raise InputError(f"--out {out} is a file, not a directory",
+                         "name a directory to write the reports to (default: evals/reports)")
+    try:
+        out.mkdir(parents=True, exist_ok=True)
+        tempfile.TemporaryFile(dir=out).close()
+    except OSError as exc:
+        raise InputError(f"--out {out}: cannot write the reports there ({exc.strerror or exc})",
+                         "name a directory to write them to (default: evals/reports)") from None
 
 
 def write_reports(report: dict[str, Any], out: Path) -> tuple[Path, Path]:

@@ -27,7 +27,13 @@ from rag.eval.metrics import (  # noqa: F401  (re-exported: the evals' public na
     retrieval_scores,
     score_answer,
 )
-from rag.eval.report import check_all, load_split_thresholds, summary_table, write_reports
+from rag.eval.report import (
+    check_all,
+    check_out,
+    load_split_thresholds,
+    summary_table,
+    write_reports,
+)
 from rag.eval.sets import (  # noqa: F401
     KINDS,
     SPLITS,
@@ -91,6 +97,7 @@ def run_cli(settings: Any, *, set_path: Path, llm: str = "none", model: str | No
     thresholds = load_split_thresholds(thresholds_path, llm)
     pipeline = pipeline_factory(settings)
     refs = resolve_refs(questions, pipeline.retriever.papers(), set_path, settings.index)
+    check_out(out)
 
     def progress(text: str) -> None:
         print(text, file=sys.stderr, flush=True)

@@ -40,77 +40,96 @@ class Question:
     near_miss: bool = False
     note: str = ""
     split: str = ""  # fit | heldout | "" (a set without splits)
+    line: int = 0  # the line of its `papers` in its file, for resolve_refs's errors
 
 
-def _bad(path: Path, qid: str, name: str, problem: str) -> InputError:
-    return InputError(f"{path}: question {qid}: field `{name}` {problem}", HINT)
+class _FieldError(Exception):
+    """A bad field of one question; load_set names the file and the field's line."""
+
+    def __init__(self, qid: str, name: str, problem: str) -> None:
+        super().__init__(f"question {qid}: field `{name}` {problem}")
+        self.name = name
 
 
-def _strings(value: Any, path: Path, qid: str, name: str, *, allow_empty: bool) -> list[str]:
+def _bad(qid: str, name: str, problem: str) -> _FieldError:
+    return _FieldError(qid, name, problem)
+
+
+def _lines(text: str) -> list[dict[str, int]]:
+    """For each item of a YAML list: {"": the item's line, FIELD: that field's line}."""
+    root = yaml.compose(text, Loader=yaml.SafeLoader)
+    out = []
+    for item in root.value if isinstance(root, yaml.SequenceNode) else []:
+        lines = {"": item.start_mark.line + 1}
+        if isinstance(item, yaml.MappingNode):
+            lines |= {str(key.value): key.start_mark.line + 1 for key, _ in item.value}
+        out.append(lines)
+    return out
+
+
+def _strings(value: Any, qid: str, name: str, *, allow_empty: bool) -> list[str]:
     if not isinstance(value, list):
-        raise _bad(path, qid, name, f"must be a list of strings, not {type(value).__name__}")
+        raise _bad(qid, name, f"must be a list of strings, not {type(value).__name__}")
     for i, v in enumerate(value, 1):
         if not isinstance(v, str) or not v.strip():
-            raise _bad(path, qid, name, f"item {i} must be a non-empty string, not {v!r}")
+            raise _bad(qid, name, f"item {i} must be a non-empty string, not {v!r}")
     if not value and not allow_empty:
-        raise _bad(path, qid, name, "must not be empty")
+        raise _bad(qid, name, "must not be empty")
     return [v.strip() for v in value]
 
 
-def _turns(item: dict[str, Any], kind: str, path: Path, qid: str) -> list[str]:
+def _turns(item: dict[str, Any], kind: str, qid: str) -> list[str]:
     if kind == "followup":
         if "question" in item:
-            raise _bad(path, qid, "question", "is not used by followup questions; use `turns`")
-        turns = _strings(item.get("turns"), path, qid, "turns", allow_empty=False)
+            raise _bad(qid, "question", "is not used by followup questions; use `turns`")
+        turns = _strings(item.get("turns"), qid, "turns", allow_empty=False)
         if len(turns) < 2:
-            raise _bad(path, qid, "turns", "needs at least two user turns")
+            raise _bad(qid, "turns", "needs at least two user turns")
         return turns
     if "turns" in item:
-        raise _bad(path, qid, "turns", f"is only for followup questions, not {kind}")
+        raise _bad(qid, "turns", f"is only for followup questions, not {kind}")
     text = item.get("question")
     if not isinstance(text, str) or not text.strip():
-        raise _bad(path, qid, "question", "must be a non-empty string")
+        raise _bad(qid, "question", "must be a non-empty string")
     return [text.strip()]
 
 
-def _question(item: Any, i: int, path: Path, seen: set[str]) -> Question:
-    if not isinstance(item, dict):
-        raise InputError(f"{path}: item {i} is a {type(item).__name__}, not a mapping", HINT)
+def _question(item: dict[str, Any], i: int, seen: set[str]) -> Question:
     raw_id = item.get("id")
     qid = repr(raw_id) if isinstance(raw_id, str) else f"#{i} (no id)"
     if not isinstance(raw_id, str) or not _ID.match(raw_id):
-        raise _bad(path, qid, "id", "must be a kebab-case string such as fact-skrull-speedup")
+        raise _bad(qid, "id", "must be a kebab-case string such as fact-skrull-speedup")
     if raw_id in seen:
-        raise _bad(path, qid, "id", "is used by an earlier question too")
+        raise _bad(qid, "id", "is used by an earlier question too")
     seen.add(raw_id)
     unknown = sorted(set(item) - set(FIELDS))
     if unknown:
-        raise _bad(path, qid, unknown[0], f"is not a known field (known: {', '.join(FIELDS)})")
+        raise _bad(qid, unknown[0], f"is not a known field (known: {', '.join(FIELDS)})")
     kind = item.get("kind")
     if kind not in KINDS:
-        raise _bad(path, qid, "kind", f"is {kind!r}; expected one of {', '.join(KINDS)}")
-    turns = _turns(item, kind, path, qid)
+        raise _bad(qid, "kind", f"is {kind!r}; expected one of {', '.join(KINDS)}")
+    turns = _turns(item, kind, qid)
     if "papers" not in item:
-        raise _bad(path, qid, "papers", "is missing ([] for unanswerable questions)")
-    papers = _strings(item["papers"], path, qid, "papers", allow_empty=kind == "unanswerable")
+        raise _bad(qid, "papers", "is missing ([] for unanswerable questions)")
+    papers = _strings(item["papers"], qid, "papers", allow_empty=kind == "unanswerable")
     if kind == "unanswerable" and papers:
-        raise _bad(path, qid, "papers", "must be [] for an unanswerable question")
+        raise _bad(qid, "papers", "must be [] for an unanswerable question")
     for ref in papers:
         if not (_REF.match(ref) or _REF_ID.match(ref)):
-            raise _bad(path, qid, "papers", f"has {ref!r}; expected seeds/FILE#POSITION or id:PAPER_ID")
-    facts = _strings(item.get("facts", []), path, qid, "facts", allow_empty=True)
+            raise _bad(qid, "papers", f"has {ref!r}; expected seeds/FILE#POSITION or id:PAPER_ID")
+    facts = _strings(item.get("facts", []), qid, "facts", allow_empty=True)
     for fact in facts:
         if any(not alt.strip() for alt in fact.split("|")):
-            raise _bad(path, qid, "facts", f"has {fact!r} with an empty alternative")
+            raise _bad(qid, "facts", f"has {fact!r} with an empty alternative")
     near_miss = item.get("near_miss", False)
     if not isinstance(near_miss, bool):
-        raise _bad(path, qid, "near_miss", f"must be true or false, not {near_miss!r}")
+        raise _bad(qid, "near_miss", f"must be true or false, not {near_miss!r}")
     note = item.get("note", "")
     if not isinstance(note, str):
-        raise _bad(path, qid, "note", "must be a string")
+        raise _bad(qid, "note", "must be a string")
     split = item.get("split", "")
     if split not in (*SPLITS, ""):
-        raise _bad(path, qid, "split", f"is {split!r}; expected fit or heldout")
+        raise _bad(qid, "split", f"is {split!r}; expected fit or heldout")
     return Question(raw_id, kind, turns, papers, facts, near_miss, note, split)
 
 
@@ -131,7 +150,18 @@ def load_set(path: Path) -> list[Question]:
     if not isinstance(data, list) or not data:
         raise InputError(f"{path}: a question set must be a non-empty YAML list of questions", HINT)
     seen: set[str] = set()
-    return [_question(item, i, path, seen) for i, item in enumerate(data, 1)]
+    lines = _lines(text)
+    questions = []
+    for i, (item, at) in enumerate(zip(data, lines, strict=True), 1):
+        if not isinstance(item, dict):
+            raise InputError(f"{path}:{at['']}: item {i} is a {type(item).__name__}, not a mapping", HINT)
+        try:
+            question = _question(item, i, seen)
+        except _FieldError as exc:
+            raise InputError(f"{path}:{at.get(exc.name) or at['']}: {exc}", HINT) from None
+        question.line = at.get("papers") or at[""]
+        questions.append(question)
+    return questions
 
 
 def match_ref(ref: str, papers: Iterable[Paper]) -> Paper | None:
@@ -168,8 +198,10 @@ def resolve_refs(questions: list[Question], papers: list[Paper], path: Path,
             by_id = _REF_ID.match(ref)
             paper = ids.get(by_id.group(1)) if by_id else match_ref(ref, papers)
             if paper is None:
-                raise _bad(path, repr(q.id), "papers",
-                           f"names {ref}, which is not in the index '{index}'")
+                raise InputError(f"{path}:{q.line}: question {q.id!r}: field `papers` names {ref}, which is "
+                                 f"not in the index '{index}' ({len(papers)} papers)",
+                                 "run the set against the index that holds its corpus (`rag eval --index "
+                                 "NAME`), or fix the reference (evals/README.md)")
             out[ref] = paper.paper_id
     return out
 
