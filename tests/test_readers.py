@@ -409,3 +409,39 @@ def test_detected_from_content_not_name(tmp_path: Path, library: Path) -> None:
         shutil.copy(src, tmp_path / name)
     assert [read_file(tmp_path / n).layout for n in ("a.txt", "b.json", "c.bin")] == [
         "pubmed-xml", "openalex", "zotero"]
+
+
+# -- What metadata services write into titles and abstracts ---------------------------------
+
+def test_html_and_jats_markup_is_read_as_the_text_it_marks_up(tmp_path: Path) -> None:
+    """OpenAlex and Semantic Scholar titles carry HTML (<i>, <sub>), Crossref's abstracts JATS
+    (<jats:p>, a <jats:title> heading), Zotero's rich-text titles <i> and <span class="nocase">:
+    the tags were indexed, shown and exported (`{\\ensuremath{<}}i{\\ensuremath{>}}`)."""
+    work = {"id": "https://openalex.org/W1", "publication_year": 2022,
+            "display_name": "Growth of <i>Escherichia coli</i> in CO<sub>2</sub>-rich media",
+            "abstract_inverted_index": {
+                "<jats:title>Abstract</jats:title><jats:p>We": [0], "grew": [1], "<jats:italic>E.": [2],
+                "coli</jats:italic>": [3], "at": [4], "10<sup>\u22123</sup>": [5], "M.</jats:p><jats:p>Growth": [6],
+                "doubled.</jats:p>": [7]}}
+    (tmp_path / "works.json").write_text(json.dumps({"results": [work]}), encoding="utf-8")
+    [oa] = read_file(tmp_path / "works.json").papers
+    assert oa.title == "Growth of Escherichia coli in CO\u2082-rich media"
+    assert oa.abstract == "We grew E. coli at 10\u207b\u00b3 M. Growth doubled."
+    s2 = {"paperId": "p1", "corpusId": 1, "title": "Retrieval &amp; reranking <b>at scale</b>", "year": 2020,
+          "abstract": "<p>Retrieval helps.</p><p>Reranking &lt;b&gt; helps more.</p>", "authors": [{"name": "Lena Vogt"}]}
+    (tmp_path / "s2.json").write_text(json.dumps({"data": [s2]}), encoding="utf-8")
+    [paper] = read_file(tmp_path / "s2.json").papers
+    assert (paper.title, paper.abstract) == ("Retrieval & reranking at scale",
+                                             "Retrieval helps. Reranking <b> helps more.")
+    lib = Library(tmp_path / "zotero.sqlite")
+    lib.item("journalArticle", "RICH0001", {
+        "title": '<i>Drosophila</i> wing growth needs <span class="nocase">Dpp</span>',
+        "abstractNote": "Wing discs grow.", "date": "2021"}, [("Ada", "Lovelace", "author")])
+    lib.close()
+    [zot] = read_file(tmp_path / "zotero.sqlite").papers
+    assert zot.title == "Drosophila wing growth needs Dpp"
+    bib = export([oa, paper, zot], "bibtex")
+    assert "jats" not in bib and bib.count("\\ensuremath{<}") == 1  # the text's own <b>
+    # an author's own text (an arXiv listing, `Abstract:` lines) keeps what it says about tags
+    (tmp_path / "lines.txt").write_text("Abstract: Browsers render <p> and <div> elements.\n")
+    assert read_file(tmp_path / "lines.txt").papers[0].abstract == "Browsers render <p> and <div> elements."
