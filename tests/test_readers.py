@@ -445,3 +445,31 @@ def test_html_and_jats_markup_is_read_as_the_text_it_marks_up(tmp_path: Path) ->
     # an author's own text (an arXiv listing, `Abstract:` lines) keeps what it says about tags
     (tmp_path / "lines.txt").write_text("Abstract: Browsers render <p> and <div> elements.\n")
     assert read_file(tmp_path / "lines.txt").papers[0].abstract == "Browsers render <p> and <div> elements."
+
+
+def test_a_preprint_server_is_no_venue(tmp_path: Path) -> None:
+    """OpenAlex names arXiv as a work's source ("arXiv (Cornell University)", a repository),
+    Semantic Scholar as its venue ("arXiv.org"), a BibTeX export as its journal ("ArXiv"): the
+    preprint was exported as @inproceedings{booktitle = {arXiv (Cornell University)}} and
+    matched `--venue arxiv`. A repository is passed over for a location that is a venue."""
+    arxiv = {"display_name": "arXiv (Cornell University)", "type": "repository"}
+    works = [
+        {**_work("W1", "Attention is all you need."), "primary_location": {"source": arxiv},
+         "locations": [{"source": arxiv, "landing_page_url": "https://arxiv.org/abs/1706.03762"}]},
+        {**_work("W2", "Pipelines train fast."), "primary_location": {"source": arxiv},
+         "locations": [{"source": arxiv}, {"source": {"display_name": "Transactions of the ACL", "type": "journal"}}]},
+    ]
+    (tmp_path / "works.json").write_text(json.dumps({"results": works}), encoding="utf-8")
+    preprint, published = read_file(tmp_path / "works.json").papers
+    assert (preprint.venue, preprint.arxiv_id) == (None, "1706.03762")
+    assert (published.venue, published.venue_kind) == ("Transactions of the ACL", "journal")
+    s2 = {"paperId": "p1", "corpusId": 1, "title": "A preprint", "abstract": "Preprints help.", "year": 2024,
+          "venue": "arXiv.org", "journal": {"name": "ArXiv", "volume": "abs/2401.00001"},
+          "externalIds": {"ArXiv": "2401.00001"}, "authors": [{"name": "Ann Author"}]}
+    (tmp_path / "s2.json").write_text(json.dumps({"data": [s2, {**s2, "paperId": "p2", "venue": ""}]}))
+    assert [p.venue for p in read_file(tmp_path / "s2.json").papers] == [None, None]
+    (tmp_path / "refs.bib").write_text("@article{a, title = {A preprint}, journal = {ArXiv}, volume = "
+                                       "{abs/2401.00001}, year = {2024}, abstract = {Preprints help.}}\n")
+    [bib] = read_file(tmp_path / "refs.bib").papers
+    assert bib.venue is None
+    assert export([preprint], "bibtex").startswith("@misc{")

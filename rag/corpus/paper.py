@@ -88,6 +88,17 @@ def venue_text(paper: Paper) -> str:
     return " ".join(filter(None, [paper.venue, paper.journal_ref, *paper.comments])).lower()
 
 
+# Where preprints are posted, named as if a venue: Semantic Scholar's "arXiv.org" and "ArXiv",
+# OpenAlex's "arXiv (Cornell University)", "bioRxiv (Cold Spring Harbor Laboratory)", dblp's
+# journal "CoRR".
+_PREPRINT_SERVER = re.compile(r"\s*(?:(?:arxiv|biorxiv|medrxiv|chemrxiv)(?:\.org)?\b|corr\s*$)", re.IGNORECASE)
+
+
+def preprint_server(venue: str) -> bool:
+    """`venue` names a preprint server, where a paper was posted, not where it appeared."""
+    return bool(_PREPRINT_SERVER.match(venue))
+
+
 def venue_words(paper: Paper) -> list[str]:
     """The words of venue_text, each once (stored with every chunk for native filtering)."""
     return sorted(set(re.findall(r"\w+", venue_text(paper))))
