@@ -119,6 +119,18 @@ def test_seed_papers_bibtex_parses_back_with_every_field(seeds: list[Paper]) -> 
     assert fusefps["url"] == "https://arxiv.org/abs/2309.05017" and fusefps["booktitle"] == "ASP-DAC"
 
 
+def test_seed_papers_read_back_by_rag_itself(seeds: list[Paper], tmp_path: Path) -> None:
+    """An export ingested again (a library moved to a fresh index) gives the same papers: the
+    reader took the export's {\\textasciicircum} for "ˆ", so O(T^{-1}) came back as O(Tˆ{-1})."""
+    (tmp_path / "refs.bib").write_text(to_bibtex(seeds), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.bib").papers}
+    assert len(back) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue) == (
+            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue)
+
+
 def test_special_characters_round_trip() -> None:
     odd = Paper(
         paper_id="odd", title='Fast & 50% cheaper: $5 for #1, x_y {z} ~t a^b c\\d -- ``q\'\' "naïve"',
