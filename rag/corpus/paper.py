@@ -82,6 +82,12 @@ class Paper:
             self.label = self.title or self.label
 
 
+def source_files(paper: Paper) -> list[str]:
+    """Every file the paper was read from: the one its fields come from, then the files of the
+    other records merged into it (rag.corpus.merge)."""
+    return list(dict.fromkeys([paper.source, *(str(e.get("source")) for e in paper.sources if e.get("source"))]))
+
+
 def venue_text(paper: Paper) -> str:
     """What a venue filter searches: the venue, the journal reference and the comments
     ("Accepted at ICML 2023"), lower-case."""
