@@ -473,3 +473,18 @@ def test_a_preprint_server_is_no_venue(tmp_path: Path) -> None:
     [bib] = read_file(tmp_path / "refs.bib").papers
     assert bib.venue is None
     assert export([preprint], "bibtex").startswith("@misc{")
+
+
+def test_an_old_style_arxiv_id_gives_the_year_as_a_new_style_one_does(tmp_path: Path) -> None:
+    """A record with no year takes it from its arXiv id: 2301.00001v3 gave 2023, but
+    hep-th/9901001 (January 1999) and cs/0601001 gave none, so `--year 1999` missed them."""
+    (tmp_path / "refs.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"title": "Branes", "abstract": "Branes wrap cycles.", "arxiv_id": "hep-th/9901001v2"},
+        {"title": "Routing", "abstract": "Routing on networks.", "arxiv_id": "cs/0601001"},
+        {"title": "Recent", "abstract": "A recent preprint.", "arxiv_id": "arXiv:2301.00001v3"},
+    ]) + "\n")
+    (tmp_path / "refs.bib").write_text("@misc{w, title = {Strings}, eprint = {hep-th/9711200}, "
+                                       "archiveprefix = {arXiv}, abstract = {Large N limits.}}\n")
+    papers = read_file(tmp_path / "refs.jsonl").papers + read_file(tmp_path / "refs.bib").papers
+    assert [(p.arxiv_id, p.year) for p in papers] == [
+        ("hep-th/9901001", 1999), ("cs/0601001", 2006), ("2301.00001", 2023), ("hep-th/9711200", 1997)]

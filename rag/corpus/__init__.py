@@ -240,5 +240,9 @@ def infer_metadata(paper: Paper) -> None:
                 if not paper.year:
                     paper.year = int(yy) if len(yy) == 4 else 2000 + int(yy)
                 break
-    if not paper.year and paper.arxiv_id and re.match(r"\d{4}\.", paper.arxiv_id):
-        paper.year = 2000 + int(paper.arxiv_id[:2])
+    # the id's YYMM: 2301.00001 is January 2023 (new-style ids began in 2007), old-style
+    # hep-th/9901001 January 1999 (they ran from 1991 to 2007)
+    ym = paper.arxiv_id and (re.match(r"(\d{2})\d{2}\.", paper.arxiv_id) or re.search(r"/(\d{2})\d{5}$", paper.arxiv_id))
+    if not paper.year and ym:
+        yy = int(ym.group(1))
+        paper.year = yy + (1900 if yy >= 91 else 2000)
