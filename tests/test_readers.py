@@ -488,3 +488,62 @@ def test_an_old_style_arxiv_id_gives_the_year_as_a_new_style_one_does(tmp_path: 
     papers = read_file(tmp_path / "refs.jsonl").papers + read_file(tmp_path / "refs.bib").papers
     assert [(p.arxiv_id, p.year) for p in papers] == [
         ("hep-th/9901001", 1999), ("cs/0601001", 2006), ("2301.00001", 2023), ("hep-th/9711200", 1997)]
+
+
+# -- CSL-JSON -------------------------------------------------------------------------------
+
+ZOTERO_CSL = [
+    {"id": "http://zotero.org/users/local/x/items/DYNA0001", "type": "paper-conference",
+     "abstract": "Multi-task model training has been adopted to enable a single model to handle multiple tasks.",
+     "collection-title": "EuroSys '24",
+     "container-title": "Proceedings of the Nineteenth European Conference on Computer Systems",
+     "DOI": "10.1145/3627703.3629585", "page": "542\u2013559", "publisher": "Association for Computing Machinery",
+     "title": "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines",
+     "URL": "https://dl.acm.org/doi/10.1145/3627703.3629585",
+     "author": [{"family": "Jiang", "given": "Chenyu"}, {"family": "Berg", "given": "Anna",
+                                                        "non-dropping-particle": "van der"}],
+     "accessed": {"date-parts": [["2024", 5, 2]]}, "issued": {"date-parts": [["2024", 4, 22]]}},
+    {"id": "http://zotero.org/users/local/x/items/PREP0001", "type": "article", "title": "FlexPipe",
+     "abstract": "We present FlexPipe for elastic clusters.", "number": "arXiv:2305.12345", "publisher": "arXiv",
+     "DOI": "10.48550/arXiv.2305.12345", "URL": "http://arxiv.org/abs/2305.12345", "note": "arXiv:2305.12345 [cs]",
+     "author": [{"literal": "Google Research"}], "issued": {"date-parts": [["2023", 5, 20]]}},
+    {"id": "http://zotero.org/users/local/x/items/NOAB0001", "type": "article-journal", "title": "No abstract",
+     "container-title": "Nature", "issued": {"date-parts": [[2020]]}},
+    {"id": "WHO", "type": "article-journal", "title": "Global report", "abstract": "Tuberculosis fell.",
+     "container-title": "The Lancet", "PMID": "31452104", "issued": {"literal": "in press"},
+     "author": [{"family": "King", "given": "Martin Luther", "suffix": "Jr."}]},
+]
+
+
+def test_a_zotero_csl_json_export_is_read(tmp_path: Path) -> None:
+    """Zotero's "Export Library… → CSL JSON" (a pretty-printed list, the year as a string)
+    was "content is in no known layout"."""
+    (tmp_path / "My Library.json").write_text(json.dumps(ZOTERO_CSL, indent="\t"), encoding="utf-8")
+    result = read_file(tmp_path / "My Library.json")
+    assert result.layout == "csl-json" and result.left_out == {"CSL-JSON items without an abstract": 1}
+    dyna, flex, who = result.papers
+    assert (dyna.title, dyna.authors, dyna.year, dyna.date, dyna.doi, dyna.venue, dyna.venue_kind, dyna.line) == (
+        "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines", ["Chenyu Jiang", "Anna van der Berg"],
+        2024, "2024-04-22", "10.1145/3627703.3629585",
+        "Proceedings of the Nineteenth European Conference on Computer Systems", None, 2)
+    assert (flex.paper_id, flex.arxiv_id, flex.authors, flex.venue) == ("2305.12345", "2305.12345", ["Google Research"], None)
+    assert (who.year, who.venue_kind, who.ids, who.authors) == (None, "journal", {"pmid": "31452104"},
+                                                                 ["Martin Luther King Jr."])
+    assert json.loads(export([who], "csl-json"))[0]["author"] == [
+        {"family": "King", "given": "Martin Luther", "suffix": "Jr."}]
+
+
+def test_rag_s_own_csl_json_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
+    """`rag papers --format csl-json` into a fresh index: the same papers and fields."""
+    from tests.conftest import SEEDS
+
+    results, _ = read_all([SEEDS], skip_bad=False)
+    seeds = merge_papers([p for r in results for p in r.papers])
+    (tmp_path / "refs.json").write_text(export(seeds, "csl-json"), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.json").papers}
+    assert len(back) == len(seeds) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
+            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
+        assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
