@@ -72,6 +72,25 @@ def test_dynapipe_from_the_snapshot_and_a_bib_file_is_one_paper(tmp_path: Path) 
     assert merge.differ and "same title, first author and year" in merge.why
 
 
+def test_each_merge_names_the_paper_as_it_ends_up(tmp_path: Path) -> None:
+    """The published record first (no arXiv id), then the preprint: the paper's id becomes the
+    arXiv id, and the merge reported before that named the id it had then
+    ("merged: dynapipe-optimizing-…-8d8f7f"), counted as another paper ("merged 2 paper(s)")."""
+    oa = {"id": "https://openalex.org/W4388745555", "doi": "https://doi.org/10.1145/3627703.3629585",
+          "display_name": TITLE, "publication_year": 2024,
+          "authorships": [{"author": {"display_name": "Chenyu Jiang"}}],
+          "abstract_inverted_index": {w: [i] for i, w in enumerate(PUBLISHED.split())}}
+    (tmp_path / "works.json").write_text(json.dumps({"results": [oa]}), encoding="utf-8")
+    records = [*read_file(_bib(tmp_path / "refs.bib")).papers, *read_file(tmp_path / "works.json").papers,
+               *read_file(_snapshot(tmp_path / "snap.json")).papers]
+    merger = Merger()
+    for r in records:
+        merger.add(r)
+    [paper] = merger.papers
+    assert paper.paper_id == "2311.10418"
+    assert [m.describe().split(" ", 1)[0] for m in merger.merges] == ["2311.10418", "2311.10418"]
+
+
 @pytest.mark.parametrize(("title", "author", "year", "one"), [
     ("DYNAPIPE -- optimizing multi-task training through dynamic pipelines!", "C. Jiang", 2024, True),
     (TITLE, "Chenyu Jiang", 2021, False),  # years two apart
