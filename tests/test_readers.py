@@ -547,3 +547,19 @@ def test_rag_s_own_csl_json_export_reads_back_as_the_same_papers(tmp_path: Path)
         assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
             p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
         assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
+
+
+def test_an_arxiv_doi_gives_the_arxiv_id(tmp_path: Path) -> None:
+    """A preprint known only by its arXiv DOI (Zotero's BibTeX export of a preprint item:
+    doi = {10.48550/arXiv.2311.10418}, no eprint) had no arXiv id: no eprint in its export,
+    an id made from its title, and `rag papers show 2311.10418` did not find it."""
+    (tmp_path / "refs.bib").write_text(
+        "@misc{jiang_dynapipe_2023, title = {{DynaPipe}: Optimizing Multi-task Training}, publisher = {arXiv},\n"
+        "  doi = {10.48550/arXiv.2311.10418}, author = {Jiang, Chenyu}, year = {2023},\n"
+        "  abstract = {Multi-task model training has been adopted.}}\n")
+    (tmp_path / "refs.jsonl").write_text(json.dumps({"title": "Old", "abstract": "Old-style ids too.",
+                                                     "doi": "https://doi.org/10.48550/arXiv.hep-th/9901001"}) + "\n")
+    papers = read_file(tmp_path / "refs.bib").papers + read_file(tmp_path / "refs.jsonl").papers
+    assert [(p.paper_id, p.arxiv_id, p.year) for p in papers] == [
+        ("2311.10418", "2311.10418", 2023), ("hep-th/9901001", "hep-th/9901001", 1999)]
+    assert "eprint = {2311.10418}" in export(papers[:1], "bibtex")

@@ -15,9 +15,10 @@ from pathlib import Path
 
 from rag.corpus import arxiv, bibtex
 from rag.corpus.arxiv import Restrict
+from rag.corpus.formats import split_arxiv_id
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
 from rag.corpus.merge import merge_papers, where
-from rag.corpus.paper import Paper, clean_doi, real_date, sha
+from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date, sha
 from rag.corpus.streams import damaged_gzip
 from rag.errors import InputError, ParseError
 
@@ -230,7 +231,14 @@ _VENUE = re.compile(r"\b([A-Z][A-Za-z]{0,20}[A-Z][A-Za-z\-]{0,20})\s?'?(\d{4}|\d
 
 
 def infer_metadata(paper: Paper) -> None:
-    """Fill venue and year from what the record already says (journal ref, comments, id)."""
+    """Fill venue, year and arXiv id from what the record already says (journal ref,
+    comments, an arXiv DOI, the arXiv id)."""
+    arxiv_doi = re.match(r"10\.48550/arxiv\.(.+)$", paper.doi or "", re.IGNORECASE)
+    split = split_arxiv_id(arxiv_doi.group(1)) if arxiv_doi and not paper.arxiv_id else None
+    if split and not split[1]:  # a preprint known by its DOI alone (Zotero's BibTeX of a preprint)
+        if paper.paper_id == make_paper_id(None, paper.title, paper.abstract):
+            paper.paper_id = split[0]  # the id is the arXiv id whenever one is known
+        paper.arxiv_id = split[0]
     if not paper.venue:
         for text in filter(None, [paper.journal_ref, *paper.comments]):
             m = _VENUE.search(text)
