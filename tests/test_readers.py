@@ -563,3 +563,79 @@ def test_an_arxiv_doi_gives_the_arxiv_id(tmp_path: Path) -> None:
     assert [(p.paper_id, p.arxiv_id, p.year) for p in papers] == [
         ("2311.10418", "2311.10418", 2023), ("hep-th/9901001", "hep-th/9901001", 1999)]
     assert "eprint = {2311.10418}" in export(papers[:1], "bibtex")
+
+
+# -- RIS ------------------------------------------------------------------------------------
+
+ZOTERO_RIS = """TY  - CONF
+TI  - DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines
+AU  - Jiang, Chenyu
+AU  - van der Berg, Anna
+AU  - King, Martin Luther, Jr.
+T2  - Proceedings of the Nineteenth European Conference on Computer Systems
+AB  - Multi-task model training has been adopted to enable a single model to handle multiple tasks.
+DA  - 2024/04/22/
+PY  - 2024
+DO  - 10.1145/3627703.3629585
+SP  - 542
+EP  - 559
+PB  - Association for Computing Machinery
+UR  - https://dl.acm.org/doi/10.1145/3627703.3629585
+ER  -
+
+TY  - JOUR
+AU  - Smith, J.
+TI  - Statins in older adults
+JO  - Nature
+PY  - 2019///
+N2  - Statins reduce events in adults over 75.
+ER  -
+
+TY  - UNPB
+TI  - FlexPipe
+AU  - Google Research
+AB  - We present FlexPipe for elastic clusters.
+PY  - 2023
+UR  - http://arxiv.org/abs/2305.12345
+N1  - arXiv:2305.12345 [cs]
+ER  -
+
+TY  - JOUR
+TI  - No abstract here
+PY  - 2020
+ER  -
+""".replace("ER  -\n", "ER  - \n")  # as written: a space after the dash, ended by the line
+
+
+def test_a_zotero_or_endnote_ris_export_is_read(tmp_path: Path) -> None:
+    """RIS, what Zotero, EndNote and Mendeley export (and `rag papers --format ris`), was
+    "content is in no known layout"."""
+    (tmp_path / "library.ris").write_text(ZOTERO_RIS, encoding="utf-8")
+    result = read_file(tmp_path / "library.ris")
+    assert result.layout == "ris" and result.left_out == {"RIS records without an abstract": 1}
+    dyna, statins, flex = result.papers
+    assert (dyna.authors, dyna.year, dyna.date, dyna.doi, dyna.venue, dyna.venue_kind, dyna.line) == (
+        ["Chenyu Jiang", "Anna van der Berg", "Martin Luther King Jr."], 2024, "2024-04-22",
+        "10.1145/3627703.3629585", "Proceedings of the Nineteenth European Conference on Computer Systems", None, 1)
+    assert (statins.abstract, statins.year, statins.venue, statins.venue_kind, statins.line) == (
+        "Statins reduce events in adults over 75.", 2019, "Nature", "journal", 17)
+    assert (flex.paper_id, flex.authors) == ("2305.12345", ["Google Research"])
+    (tmp_path / "cut.ris").write_text("TY  - JOUR\nTI  - A\nAB  - One.\nTY  - JOUR\nTI  - B\nAB  - Two.\nER  - \n")
+    cut = read_file(tmp_path / "cut.ris")  # a record with no ER: an error, the next one kept
+    assert [p.title for p in cut.papers] == ["B"]
+    assert [str(e).splitlines()[0] for e in cut.problems] == [
+        f"{(tmp_path / 'cut.ris').as_posix()}:1: RIS record with no `ER  - ` line ending it"]
+
+
+def test_rag_s_own_ris_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
+    from tests.conftest import SEEDS
+
+    results, _ = read_all([SEEDS], skip_bad=False)
+    seeds = merge_papers([p for r in results for p in r.papers])
+    (tmp_path / "refs.ris").write_text(export(seeds, "ris"), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.ris").papers}
+    assert len(back) == len(seeds) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
+            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)

@@ -30,6 +30,7 @@ LAYOUT_HELP = (
     "an arXiv listing (abstract then `arXiv:ID`); arXiv export blocks (`arXiv:ID`, `Created:`); "
     "JSON Lines with an `abstract` field; the arXiv metadata snapshot; BibTeX with `abstract` fields; "
     "a Zotero library (zotero.sqlite); CSL-JSON (Zotero, Better BibTeX, `rag papers --format csl-json`); "
+    "RIS (Zotero, EndNote, Mendeley); "
     "PubMed/MEDLINE XML; OpenAlex works; Semantic Scholar papers (API JSON or datasets); any of them gzipped"
 )
 
