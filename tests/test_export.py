@@ -246,6 +246,18 @@ def test_journal_articles_and_names_export_as_their_library_had_them(tmp_path: P
         (p.authors, p.author_names, p.venue_kind) for p in (art, conf)]
 
 
+def test_names_in_chinese_japanese_or_korean_script_are_family_name_first() -> None:
+    """"山田 太郎" (OpenAlex, Semantic Scholar and JSON Lines give a display string) was exported
+    as family 太郎, given 山田: written in these scripts a name starts with the family name."""
+    p = Paper(paper_id="cjk", title="深層学習", abstract="手法を提案する。", year=2021,
+              authors=["山田 太郎", "김 민수", "Wei Li", "李 伟"])
+    csl = json.loads(to_csl_json([p]))[0]
+    assert csl["author"] == [{"family": "山田", "given": "太郎"}, {"family": "김", "given": "민수"},
+                             {"family": "Li", "given": "Wei"}, {"family": "李", "given": "伟"}]
+    assert "author = {山田, 太郎 and 김, 민수 and Li, Wei and 李, 伟}" in to_bibtex([p])
+    assert rispy.loads(to_ris([p]))[0]["authors"] == ["山田, 太郎", "김, 민수", "Li, Wei", "李, 伟"]
+
+
 def test_a_merged_paper_keeps_the_kind_of_the_venue_it_kept() -> None:
     """The venue kind and the name parts come from another record only with the venue and
     the authors they describe."""
