@@ -225,6 +225,22 @@ def test_hostile_bib_does_not_replace_an_indexed_abstract(workdir: Path) -> None
     assert "written to replace" in run_rag("papers", "show", "2309.05017", cwd=workdir, env=env).stdout
 
 
+def test_a_merged_paper_is_shown_by_any_of_its_identifiers(workdir: Path) -> None:
+    """A statin trial from a .bib file (first, so its id is made from its title) and PubMed:
+    `rag papers show PMID:31452104` (and its DOI) said "no paper with id"."""
+    (workdir / "statins.bib").write_text("@article{smith, title = {Statin therapy in older adults: a randomized "
+                                         "trial}, journal = {Nature}, doi = {10.1038/S41586-019-1500-0},\n"
+                                         "  author = {Smith, John}, abstract = {Statins reduce events.}}\n")
+    env = {"RAG_HOME": str(workdir / "ids")}
+    built = run_rag("ingest", "-q", "statins.bib", str(DATA / "pubmed.xml"), "--index", "s", cwd=workdir, env=env)
+    assert built.returncode == 0, built.stderr
+    for ident in ("PMID:31452104", "31452104", "10.1038/s41586-019-1500-0", "https://doi.org/10.1038/S41586-019-1500-0"):
+        shown = run_rag("papers", "show", ident, "--index", "s", cwd=workdir, env=env)
+        assert shown.returncode == 0 and "paper_id: statin-therapy-in-older-adults" in shown.stdout, (ident, shown.stderr)
+    missing = run_rag("papers", "show", "PMID:1", "--index", "s", cwd=workdir, env=env)
+    assert missing.returncode == 2 and "PMID:1" in missing.stderr
+
+
 def test_dynapipe_one_paper_in_the_index_listing_both_files(workdir: Path) -> None:
     _snapshot(workdir / "snap.json")
     _bib(workdir / "refs.bib")

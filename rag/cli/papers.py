@@ -85,11 +85,14 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
 @index_option
 @click.pass_context
 def papers_show(ctx: click.Context, paper_id: str, as_json: bool, index: str | None) -> None:
-    """Show one paper with all its fields."""
+    """Show one paper (by its id, arXiv id, DOI or PMID) with all its fields."""
+    from rag.retrieve.metadata import find_paper
+
     retriever = _ensure_index(_settings(index or ctx.obj.get("index")))
-    paper = retriever.paper(paper_id)
+    paper = find_paper(retriever.snapshot(), paper_id)
     if paper is None:
-        raise InputError(f"no paper with id {paper_id!r} in the index", "list ids with `rag papers`")
+        raise InputError(f"no paper with id, arXiv id, DOI or PMID {paper_id!r} in the index",
+                         "list ids with `rag papers`")
     if as_json:
         emit_json(paper.to_dict())
         return
