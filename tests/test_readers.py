@@ -66,6 +66,60 @@ def test_pubmed_golden_records() -> None:
     assert result.deleted == ["20000001", "20000002"]  # DeleteCitation
 
 
+# The same two articles as PubMed's "Send to: Citation manager" (.nbib) writes them
+MEDLINE = """PMID- 31452104
+OWN - NLM
+STAT- MEDLINE
+DCOM- 20191001
+IS  - 1476-4687 (Electronic)
+VI  - 572
+IP  - 7770
+DP  - 2019 Aug 28
+TI  - Statin therapy in older adults: a randomized trial.
+LID - 10.1038/s41586-019-1500-0 [doi]
+AB  - BACKGROUND: The benefit of statins in adults over 75 is uncertain. METHODS: We
+      randomly assigned 1,200 participants to atorvastatin or placebo. RESULTS: Major
+      vascular events fell by 21% (HR 0.79; 95% CI, 0.66–0.95).
+FAU - Okafor, Chidi
+AU  - Okafor C
+FAU - Lindqvist, Maja
+AU  - Lindqvist M
+CN  - STAT-75 Investigators
+LA  - eng
+PT  - Journal Article
+TA  - Nature
+JT  - Nature
+MH  - Aged
+MH  - *Hydroxymethylglutaryl-CoA Reductase Inhibitors/therapeutic use
+PMC - PMC6789012
+AID - 10.1038/s41586-019-1500-0 [doi]
+PST - ppublish
+SO  - Nature. 2019 Aug 28;572(7770):1-2. doi: 10.1038/s41586-019-1500-0.
+
+PMID- 10234567
+DP  - 1998 Dec-1999 Jan
+TI  - Access to dialysis in rural counties.
+AB  - Rural patients travel farther for dialysis. Travel time predicted missed sessions.
+AU  - Brennan JT
+JT  - The Journal of Rural Health
+MH  - Renal Dialysis
+
+PMID- 10000001
+TI  - A letter without an abstract.
+"""
+
+
+def test_pubmed_medline_text_reads_as_the_xml_does(tmp_path: Path) -> None:
+    """PubMed's .nbib ("Send to: Citation manager") and "PubMed" text format was "content is
+    in no known layout": it gives the records the XML gives."""
+    (tmp_path / "pubmed-statins.nbib").write_text(MEDLINE, encoding="utf-8")
+    result = read_file(tmp_path / "pubmed-statins.nbib")
+    assert result.layout == "medline" and result.left_out == {"MEDLINE records without an abstract": 1}
+    assert _golden(tmp_path / "pubmed-statins.nbib") == PUBMED_GOLDEN
+    assert [p.line for p in result.papers] == [1, 30]
+    assert len(merge_papers([*result.papers, *read_file(DATA / "pubmed.xml").papers])) == 2
+
+
 def test_pubmed_gzipped_reads_the_same(tmp_path: Path) -> None:
     gz = tmp_path / "pubmed24n0001.xml.gz"
     gz.write_bytes(gzip.compress((DATA / "pubmed.xml").read_bytes()))

@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.corpus import arxiv, bibtex, ris
+from rag.corpus import arxiv, bibtex, medline, ris
 from rag.corpus.arxiv import Restrict
 from rag.corpus.formats import split_arxiv_id
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
@@ -38,7 +38,7 @@ def _max_file_bytes() -> int:
 MAX_FILE_BYTES = _max_file_bytes()
 MAX_ABSTRACT_CHARS = 20_000
 GZIP_MAGIC = b"\x1f\x8b"
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".nbib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
 
 
 @dataclass
@@ -130,10 +130,11 @@ def read_file(path: Path, restrict: Restrict | None = None, collection: str | No
         papers, problems, no_abstract = bibtex.parse_bibtex(text, source)
         return _finish(FileResult(path, source, bibtex.LAYOUT, digest=sha(text), left_out=no_abstract),
                        papers, problems, restrict)
-    if ris.detect(text):
-        papers, problems, no_abstract = ris.parse_ris(text, source)
-        return _finish(FileResult(path, source, ris.LAYOUT, digest=sha(text), left_out=no_abstract),
-                       papers, problems, restrict)
+    for reader, parse in ((ris, ris.parse_ris), (medline, medline.parse_medline)):
+        if reader.detect(text):
+            papers, problems, no_abstract = parse(text, source)
+            return _finish(FileResult(path, source, reader.LAYOUT, digest=sha(text), left_out=no_abstract),
+                           papers, problems, restrict)
     layout = detect(text)
     if layout is None:
         raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)

@@ -31,7 +31,7 @@ LAYOUT_HELP = (
     "JSON Lines with an `abstract` field; the arXiv metadata snapshot; BibTeX with `abstract` fields; "
     "a Zotero library (zotero.sqlite); CSL-JSON (Zotero, Better BibTeX, `rag papers --format csl-json`); "
     "RIS (Zotero, EndNote, Mendeley); "
-    "PubMed/MEDLINE XML; OpenAlex works; Semantic Scholar papers (API JSON or datasets); any of them gzipped"
+    "PubMed/MEDLINE XML or text (.nbib); OpenAlex works; Semantic Scholar papers (API JSON or datasets); any of them gzipped"
 )
 
 
