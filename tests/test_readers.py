@@ -693,3 +693,73 @@ def test_rag_s_own_ris_export_reads_back_as_the_same_papers(tmp_path: Path) -> N
         q = back[p.abstract]
         assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
             p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
+
+
+# -- arXiv API feed -------------------------------------------------------------------------
+
+ARXIV_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom">
+  <link href="http://arxiv.org/api/query?search_query%3Dall%3Adynapipe" rel="self" type="application/atom+xml"/>
+  <title type="html">ArXiv Query: search_query=all:dynapipe&amp;id_list=&amp;start=0&amp;max_results=10</title>
+  <id>http://arxiv.org/api/cHxbiOdZaP56ODnBPIenZhzg5f8</id>
+  <updated>2024-05-01T00:00:00-04:00</updated>
+  <opensearch:totalResults xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/">2</opensearch:totalResults>
+  <entry>
+    <id>http://arxiv.org/abs/2311.10418v2</id>
+    <updated>2024-03-04T10:00:00Z</updated>
+    <published>2023-11-17T09:50:40Z</published>
+    <title>DynaPipe: Optimizing Multi-task Training through Dynamic
+  Pipelines</title>
+    <summary>  Multi-task model training has been adopted to enable a single deep neural
+network model to handle multiple tasks in $O(n\\log n)$ time.
+</summary>
+    <author><name>Chenyu Jiang</name></author>
+    <author><name>Zhen Jia</name></author>
+    <arxiv:doi xmlns:arxiv="http://arxiv.org/schemas/atom">10.1145/3627703.3629585</arxiv:doi>
+    <arxiv:comment xmlns:arxiv="http://arxiv.org/schemas/atom">14 pages, accepted at EuroSys 2024</arxiv:comment>
+    <arxiv:journal_ref xmlns:arxiv="http://arxiv.org/schemas/atom">EuroSys 2024</arxiv:journal_ref>
+    <link title="doi" href="http://dx.doi.org/10.1145/3627703.3629585" rel="related"/>
+    <arxiv:primary_category xmlns:arxiv="http://arxiv.org/schemas/atom" term="cs.DC" scheme="http://arxiv.org/schemas/atom"/>
+    <category term="cs.DC" scheme="http://arxiv.org/schemas/atom"/>
+    <category term="cs.LG" scheme="http://arxiv.org/schemas/atom"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/abs/hep-th/9901001v1</id>
+    <published>1999-01-01T00:00:00Z</published>
+    <title>Branes</title>
+    <summary>Branes wrap cycles.</summary>
+    <author><name>Ed Witten</name></author>
+    <arxiv:primary_category xmlns:arxiv="http://arxiv.org/schemas/atom" term="hep-th"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/api/errors#incorrect_id_format_for_1234.1234v1</id>
+    <title>Error</title>
+    <summary>incorrect id format for 1234.1234v1</summary>
+  </entry>
+</feed>
+"""
+
+
+def test_an_arxiv_api_feed_is_read(tmp_path: Path) -> None:
+    """A feed saved from export.arxiv.org/api/query was "content is in no known layout"."""
+    (tmp_path / "query.xml").write_text(ARXIV_FEED, encoding="utf-8")
+    result = read_file(tmp_path / "query.xml")
+    assert result.layout == "arxiv-atom"
+    assert _golden(tmp_path / "query.xml") == [
+        {"paper_id": "2311.10418", "title": "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines",
+         "authors": ["Chenyu Jiang", "Zhen Jia"],
+         "abstract": "Multi-task model training has been adopted to enable a single deep neural network model "
+                     "to handle multiple tasks in O(n log n) time.",
+         "year": 2023, "date": "2023-11-17", "doi": "10.1145/3627703.3629585", "arxiv_id": "2311.10418",
+         "venue": "EUROSYS", "categories": ["cs.DC", "cs.LG"], "ids": {}},
+        {"paper_id": "hep-th/9901001", "title": "Branes", "authors": ["Ed Witten"], "abstract": "Branes wrap cycles.",
+         "year": 1999, "date": "1999-01-01", "doi": None, "arxiv_id": "hep-th/9901001", "venue": None,
+         "categories": ["hep-th"], "ids": {}}]
+    [error] = result.problems
+    assert "entry 3 is no arXiv paper (incorrect id format for 1234.1234v1)" in str(error)
+    # the published record's fields over the preprint's, whichever is read first
+    (tmp_path / "refs.bib").write_text("@inproceedings{j, title = {DynaPipe: Optimizing Multi-task Training through "
+                                       "Dynamic Pipelines}, booktitle = {EuroSys '24}, year = {2024}, doi = "
+                                       "{10.1145/3627703.3629585}, author = {Jiang, Chenyu}, abstract = {Published.}}\n")
+    [paper] = merge_papers([*result.papers[:1], *read_file(tmp_path / "refs.bib").papers])
+    assert (paper.paper_id, paper.abstract, paper.venue, paper.year) == ("2311.10418", "Published.", "EuroSys '24", 2024)

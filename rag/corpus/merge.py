@@ -32,7 +32,7 @@ from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_lin
 if TYPE_CHECKING:
     from rag.corpus import FileResult
 
-PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
+PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export", "arxiv-atom"})
 
 
 @dataclass
