@@ -119,6 +119,18 @@ def test_seed_papers_bibtex_parses_back_with_every_field(seeds: list[Paper]) -> 
     assert fusefps["url"] == "https://arxiv.org/abs/2309.05017" and fusefps["booktitle"] == "ASP-DAC"
 
 
+def test_seed_papers_read_back_by_rag_itself(seeds: list[Paper], tmp_path: Path) -> None:
+    """An export ingested again (a library moved to a fresh index) gives the same papers: the
+    reader took the export's {\\textasciicircum} for "ˆ", so O(T^{-1}) came back as O(Tˆ{-1})."""
+    (tmp_path / "refs.bib").write_text(to_bibtex(seeds), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.bib").papers}
+    assert len(back) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue) == (
+            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue)
+
+
 def test_special_characters_round_trip() -> None:
     odd = Paper(
         paper_id="odd", title='Fast & 50% cheaper: $5 for #1, x_y {z} ~t a^b c\\d -- ``q\'\' "naïve"',
@@ -232,6 +244,18 @@ def test_journal_articles_and_names_export_as_their_library_had_them(tmp_path: P
     again = read_file(tmp_path / "again.bib").papers
     assert [(p.authors, p.author_names, p.venue_kind) for p in again] == [
         (p.authors, p.author_names, p.venue_kind) for p in (art, conf)]
+
+
+def test_names_in_chinese_japanese_or_korean_script_are_family_name_first() -> None:
+    """"山田 太郎" (OpenAlex, Semantic Scholar and JSON Lines give a display string) was exported
+    as family 太郎, given 山田: written in these scripts a name starts with the family name."""
+    p = Paper(paper_id="cjk", title="深層学習", abstract="手法を提案する。", year=2021,
+              authors=["山田 太郎", "김 민수", "Wei Li", "李 伟"])
+    csl = json.loads(to_csl_json([p]))[0]
+    assert csl["author"] == [{"family": "山田", "given": "太郎"}, {"family": "김", "given": "민수"},
+                             {"family": "Li", "given": "Wei"}, {"family": "李", "given": "伟"}]
+    assert "author = {山田, 太郎 and 김, 민수 and Li, Wei and 李, 伟}" in to_bibtex([p])
+    assert rispy.loads(to_ris([p]))[0]["authors"] == ["山田, 太郎", "김, 민수", "Li, Wei", "李, 伟"]
 
 
 def test_a_merged_paper_keeps_the_kind_of_the_venue_it_kept() -> None:

@@ -55,6 +55,9 @@ def _papers() -> list[tuple[Paper, np.ndarray]]:
         p = Paper(paper_id=f"far-{i}", abstract=f"Protein folding in yeast cells, study {i}.",
                   title=f"Far {i}", journal_ref=f"Journal of Obscure Biology {i + 10}", year=2023,
                   categories=["q-bio.BM", "physics.bio-ph"], source="dumps/far.jsonl")
+        if i == 0:  # also in a Zotero library: merged (rag.corpus.merge), this file kept
+            p.sources = [{"source": "dumps/far.jsonl", "line": 1},
+                         {"source": "zotero.sqlite", "record": 4, "matched": "same DOI 10.1000/far"}]
         out.append((p, _unit(1, rng, 0.05)))
     return out
 
@@ -105,6 +108,18 @@ def test_filtered_papers_far_below_the_top_are_returned(
     retriever, _ = searched
     hits = retriever.search(QUERY, 10, Filters.parse(**kwargs))
     assert sorted(h.paper.paper_id for h in hits) == FAR
+
+
+def test_source_takes_every_file_a_merged_paper_was_read_from(
+        searched: tuple[Retriever, list[Any]]) -> None:
+    """A paper kept in a Zotero library and a dump is one paper, stored under the file it was
+    first read from: `--source zotero` left it out ("No papers match.")."""
+    retriever, calls = searched
+    calls.clear()
+    hits = retriever.search(QUERY, 10, Filters.parse(source="zotero"))
+    assert [h.paper.paper_id for h in hits] == ["far-0"]
+    assert "top-" not in json.dumps(calls)  # a condition on the merged papers, not a list of all
+    assert sorted(h.paper.paper_id for h in retriever.search(QUERY, 10, Filters.parse(source="far"))) == FAR
 
 
 def test_year_range_keeps_exactly_its_years(searched: tuple[Retriever, list[Any]]) -> None:

@@ -72,6 +72,25 @@ def test_dynapipe_from_the_snapshot_and_a_bib_file_is_one_paper(tmp_path: Path) 
     assert merge.differ and "same title, first author and year" in merge.why
 
 
+def test_each_merge_names_the_paper_as_it_ends_up(tmp_path: Path) -> None:
+    """The published record first (no arXiv id), then the preprint: the paper's id becomes the
+    arXiv id, and the merge reported before that named the id it had then
+    ("merged: dynapipe-optimizing-…-8d8f7f"), counted as another paper ("merged 2 paper(s)")."""
+    oa = {"id": "https://openalex.org/W4388745555", "doi": "https://doi.org/10.1145/3627703.3629585",
+          "display_name": TITLE, "publication_year": 2024,
+          "authorships": [{"author": {"display_name": "Chenyu Jiang"}}],
+          "abstract_inverted_index": {w: [i] for i, w in enumerate(PUBLISHED.split())}}
+    (tmp_path / "works.json").write_text(json.dumps({"results": [oa]}), encoding="utf-8")
+    records = [*read_file(_bib(tmp_path / "refs.bib")).papers, *read_file(tmp_path / "works.json").papers,
+               *read_file(_snapshot(tmp_path / "snap.json")).papers]
+    merger = Merger()
+    for r in records:
+        merger.add(r)
+    [paper] = merger.papers
+    assert paper.paper_id == "2311.10418"
+    assert [m.describe().split(" ", 1)[0] for m in merger.merges] == ["2311.10418", "2311.10418"]
+
+
 @pytest.mark.parametrize(("title", "author", "year", "one"), [
     ("DYNAPIPE -- optimizing multi-task training through dynamic pipelines!", "C. Jiang", 2024, True),
     (TITLE, "Chenyu Jiang", 2021, False),  # years two apart
@@ -204,6 +223,22 @@ def test_hostile_bib_does_not_replace_an_indexed_abstract(workdir: Path) -> None
     replaced = run_rag("ingest", "-q", "--replace", "evil.bib", cwd=workdir, env=env)
     assert replaced.returncode == 0 and "kept the abstract from evil.bib:1" in replaced.stderr
     assert "written to replace" in run_rag("papers", "show", "2309.05017", cwd=workdir, env=env).stdout
+
+
+def test_a_merged_paper_is_shown_by_any_of_its_identifiers(workdir: Path) -> None:
+    """A statin trial from a .bib file (first, so its id is made from its title) and PubMed:
+    `rag papers show PMID:31452104` (and its DOI) said "no paper with id"."""
+    (workdir / "statins.bib").write_text("@article{smith, title = {Statin therapy in older adults: a randomized "
+                                         "trial}, journal = {Nature}, doi = {10.1038/S41586-019-1500-0},\n"
+                                         "  author = {Smith, John}, abstract = {Statins reduce events.}}\n")
+    env = {"RAG_HOME": str(workdir / "ids")}
+    built = run_rag("ingest", "-q", "statins.bib", str(DATA / "pubmed.xml"), "--index", "s", cwd=workdir, env=env)
+    assert built.returncode == 0, built.stderr
+    for ident in ("PMID:31452104", "31452104", "10.1038/s41586-019-1500-0", "https://doi.org/10.1038/S41586-019-1500-0"):
+        shown = run_rag("papers", "show", ident, "--index", "s", cwd=workdir, env=env)
+        assert shown.returncode == 0 and "paper_id: statin-therapy-in-older-adults" in shown.stdout, (ident, shown.stderr)
+    missing = run_rag("papers", "show", "PMID:1", "--index", "s", cwd=workdir, env=env)
+    assert missing.returncode == 2 and "PMID:1" in missing.stderr
 
 
 def test_dynapipe_one_paper_in_the_index_listing_both_files(workdir: Path) -> None:

@@ -135,3 +135,25 @@ def test_fast_ingest_builds_a_pooled_index_and_never_a_second_one_beside_another
 
     watched = run_rag("ingest", "--fast", "--watch", seed, cwd=tmp_path, env=_env(home))
     assert watched.returncode == 2 and "--fast builds an index" in watched.stderr
+
+
+def test_index_may_follow_the_papers_rag_papers_shows_or_exports(tmp_path: Path) -> None:
+    """`rag papers show ID --index lib` was refused ("No such option '--index'") and `rag papers
+    --format bibtex ID --index lib` said the ids "need --format, given before them": options
+    after the ids, as every other command takes them."""
+    (tmp_path / "lib.bib").write_text(
+        "@inproceedings{jiang2024dynapipe, title = {DynaPipe}, booktitle = {EuroSys}, year = {2024},\n"
+        "  author = {Jiang, Chenyu}, eprint = {2311.10418}, archiveprefix = {arXiv},\n"
+        "  abstract = {Multi-task model training is made efficient by dynamic micro-batching.}}\n")
+    env = _env(tmp_path / ".rag")
+    built = run_rag("ingest", "-q", "lib.bib", "--index", "lib", cwd=tmp_path, env=env)
+    assert built.returncode == 0, built.stderr
+    shown = run_rag("papers", "show", "2311.10418", "--index", "lib", cwd=tmp_path, env=env)
+    assert shown.returncode == 0 and "title: DynaPipe\n" in shown.stdout, shown.stderr
+    for args in (["--format", "bibtex", "2311.10418", "--index", "lib"],
+                 ["2311.10418", "--index", "lib", "--format", "bibtex"]):
+        exported = run_rag("papers", *args, cwd=tmp_path, env=env)
+        assert exported.returncode == 0 and exported.stdout.startswith("@inproceedings{jiang2024dynapipe,"), (
+            args, exported.stderr)
+    unformatted = run_rag("papers", "2311.10418", "--index", "lib", cwd=tmp_path, env=env)
+    assert unformatted.returncode == 2 and "need --format" in unformatted.stderr

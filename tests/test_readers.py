@@ -66,6 +66,60 @@ def test_pubmed_golden_records() -> None:
     assert result.deleted == ["20000001", "20000002"]  # DeleteCitation
 
 
+# The same two articles as PubMed's "Send to: Citation manager" (.nbib) writes them
+MEDLINE = """PMID- 31452104
+OWN - NLM
+STAT- MEDLINE
+DCOM- 20191001
+IS  - 1476-4687 (Electronic)
+VI  - 572
+IP  - 7770
+DP  - 2019 Aug 28
+TI  - Statin therapy in older adults: a randomized trial.
+LID - 10.1038/s41586-019-1500-0 [doi]
+AB  - BACKGROUND: The benefit of statins in adults over 75 is uncertain. METHODS: We
+      randomly assigned 1,200 participants to atorvastatin or placebo. RESULTS: Major
+      vascular events fell by 21% (HR 0.79; 95% CI, 0.66–0.95).
+FAU - Okafor, Chidi
+AU  - Okafor C
+FAU - Lindqvist, Maja
+AU  - Lindqvist M
+CN  - STAT-75 Investigators
+LA  - eng
+PT  - Journal Article
+TA  - Nature
+JT  - Nature
+MH  - Aged
+MH  - *Hydroxymethylglutaryl-CoA Reductase Inhibitors/therapeutic use
+PMC - PMC6789012
+AID - 10.1038/s41586-019-1500-0 [doi]
+PST - ppublish
+SO  - Nature. 2019 Aug 28;572(7770):1-2. doi: 10.1038/s41586-019-1500-0.
+
+PMID- 10234567
+DP  - 1998 Dec-1999 Jan
+TI  - Access to dialysis in rural counties.
+AB  - Rural patients travel farther for dialysis. Travel time predicted missed sessions.
+AU  - Brennan JT
+JT  - The Journal of Rural Health
+MH  - Renal Dialysis
+
+PMID- 10000001
+TI  - A letter without an abstract.
+"""
+
+
+def test_pubmed_medline_text_reads_as_the_xml_does(tmp_path: Path) -> None:
+    """PubMed's .nbib ("Send to: Citation manager") and "PubMed" text format was "content is
+    in no known layout": it gives the records the XML gives."""
+    (tmp_path / "pubmed-statins.nbib").write_text(MEDLINE, encoding="utf-8")
+    result = read_file(tmp_path / "pubmed-statins.nbib")
+    assert result.layout == "medline" and result.left_out == {"MEDLINE records without an abstract": 1}
+    assert _golden(tmp_path / "pubmed-statins.nbib") == PUBMED_GOLDEN
+    assert [p.line for p in result.papers] == [1, 30]
+    assert len(merge_papers([*result.papers, *read_file(DATA / "pubmed.xml").papers])) == 2
+
+
 def test_pubmed_gzipped_reads_the_same(tmp_path: Path) -> None:
     gz = tmp_path / "pubmed24n0001.xml.gz"
     gz.write_bytes(gzip.compress((DATA / "pubmed.xml").read_bytes()))
@@ -409,3 +463,303 @@ def test_detected_from_content_not_name(tmp_path: Path, library: Path) -> None:
         shutil.copy(src, tmp_path / name)
     assert [read_file(tmp_path / n).layout for n in ("a.txt", "b.json", "c.bin")] == [
         "pubmed-xml", "openalex", "zotero"]
+
+
+# -- What metadata services write into titles and abstracts ---------------------------------
+
+def test_html_and_jats_markup_is_read_as_the_text_it_marks_up(tmp_path: Path) -> None:
+    """OpenAlex and Semantic Scholar titles carry HTML (<i>, <sub>), Crossref's abstracts JATS
+    (<jats:p>, a <jats:title> heading), Zotero's rich-text titles <i> and <span class="nocase">:
+    the tags were indexed, shown and exported (`{\\ensuremath{<}}i{\\ensuremath{>}}`)."""
+    work = {"id": "https://openalex.org/W1", "publication_year": 2022,
+            "display_name": "Growth of <i>Escherichia coli</i> in CO<sub>2</sub>-rich media",
+            "abstract_inverted_index": {
+                "<jats:title>Abstract</jats:title><jats:p>We": [0], "grew": [1], "<jats:italic>E.": [2],
+                "coli</jats:italic>": [3], "at": [4], "10<sup>\u22123</sup>": [5], "M.</jats:p><jats:p>Growth": [6],
+                "doubled.</jats:p>": [7]}}
+    (tmp_path / "works.json").write_text(json.dumps({"results": [work]}), encoding="utf-8")
+    [oa] = read_file(tmp_path / "works.json").papers
+    assert oa.title == "Growth of Escherichia coli in CO\u2082-rich media"
+    assert oa.abstract == "We grew E. coli at 10\u207b\u00b3 M. Growth doubled."
+    s2 = {"paperId": "p1", "corpusId": 1, "title": "Retrieval &amp; reranking <b>at scale</b>", "year": 2020,
+          "abstract": "<p>Retrieval helps.</p><p>Reranking &lt;b&gt; helps more.</p>", "authors": [{"name": "Lena Vogt"}]}
+    (tmp_path / "s2.json").write_text(json.dumps({"data": [s2]}), encoding="utf-8")
+    [paper] = read_file(tmp_path / "s2.json").papers
+    assert (paper.title, paper.abstract) == ("Retrieval & reranking at scale",
+                                             "Retrieval helps. Reranking <b> helps more.")
+    lib = Library(tmp_path / "zotero.sqlite")
+    lib.item("journalArticle", "RICH0001", {
+        "title": '<i>Drosophila</i> wing growth needs <span class="nocase">Dpp</span>',
+        "abstractNote": "Wing discs grow.", "date": "2021"}, [("Ada", "Lovelace", "author")])
+    lib.close()
+    [zot] = read_file(tmp_path / "zotero.sqlite").papers
+    assert zot.title == "Drosophila wing growth needs Dpp"
+    bib = export([oa, paper, zot], "bibtex")
+    assert "jats" not in bib and bib.count("\\ensuremath{<}") == 1  # the text's own <b>
+    # an author's own text (an arXiv listing, `Abstract:` lines) keeps what it says about tags
+    (tmp_path / "lines.txt").write_text("Abstract: Browsers render <p> and <div> elements.\n")
+    assert read_file(tmp_path / "lines.txt").papers[0].abstract == "Browsers render <p> and <div> elements."
+
+
+def test_a_preprint_server_is_no_venue(tmp_path: Path) -> None:
+    """OpenAlex names arXiv as a work's source ("arXiv (Cornell University)", a repository),
+    Semantic Scholar as its venue ("arXiv.org"), a BibTeX export as its journal ("ArXiv"): the
+    preprint was exported as @inproceedings{booktitle = {arXiv (Cornell University)}} and
+    matched `--venue arxiv`. A repository is passed over for a location that is a venue."""
+    arxiv = {"display_name": "arXiv (Cornell University)", "type": "repository"}
+    works = [
+        {**_work("W1", "Attention is all you need."), "primary_location": {"source": arxiv},
+         "locations": [{"source": arxiv, "landing_page_url": "https://arxiv.org/abs/1706.03762"}]},
+        {**_work("W2", "Pipelines train fast."), "primary_location": {"source": arxiv},
+         "locations": [{"source": arxiv}, {"source": {"display_name": "Transactions of the ACL", "type": "journal"}}]},
+    ]
+    (tmp_path / "works.json").write_text(json.dumps({"results": works}), encoding="utf-8")
+    preprint, published = read_file(tmp_path / "works.json").papers
+    assert (preprint.venue, preprint.arxiv_id) == (None, "1706.03762")
+    assert (published.venue, published.venue_kind) == ("Transactions of the ACL", "journal")
+    s2 = {"paperId": "p1", "corpusId": 1, "title": "A preprint", "abstract": "Preprints help.", "year": 2024,
+          "venue": "arXiv.org", "journal": {"name": "ArXiv", "volume": "abs/2401.00001"},
+          "externalIds": {"ArXiv": "2401.00001"}, "authors": [{"name": "Ann Author"}]}
+    (tmp_path / "s2.json").write_text(json.dumps({"data": [s2, {**s2, "paperId": "p2", "venue": ""}]}))
+    assert [p.venue for p in read_file(tmp_path / "s2.json").papers] == [None, None]
+    (tmp_path / "refs.bib").write_text("@article{a, title = {A preprint}, journal = {ArXiv}, volume = "
+                                       "{abs/2401.00001}, year = {2024}, abstract = {Preprints help.}}\n")
+    [bib] = read_file(tmp_path / "refs.bib").papers
+    assert bib.venue is None
+    assert export([preprint], "bibtex").startswith("@misc{")
+
+
+def test_an_old_style_arxiv_id_gives_the_year_as_a_new_style_one_does(tmp_path: Path) -> None:
+    """A record with no year takes it from its arXiv id: 2301.00001v3 gave 2023, but
+    hep-th/9901001 (January 1999) and cs/0601001 gave none, so `--year 1999` missed them."""
+    (tmp_path / "refs.jsonl").write_text("\n".join(json.dumps(r) for r in [
+        {"title": "Branes", "abstract": "Branes wrap cycles.", "arxiv_id": "hep-th/9901001v2"},
+        {"title": "Routing", "abstract": "Routing on networks.", "arxiv_id": "cs/0601001"},
+        {"title": "Recent", "abstract": "A recent preprint.", "arxiv_id": "arXiv:2301.00001v3"},
+    ]) + "\n")
+    (tmp_path / "refs.bib").write_text("@misc{w, title = {Strings}, eprint = {hep-th/9711200}, "
+                                       "archiveprefix = {arXiv}, abstract = {Large N limits.}}\n")
+    papers = read_file(tmp_path / "refs.jsonl").papers + read_file(tmp_path / "refs.bib").papers
+    assert [(p.arxiv_id, p.year) for p in papers] == [
+        ("hep-th/9901001", 1999), ("cs/0601001", 2006), ("2301.00001", 2023), ("hep-th/9711200", 1997)]
+
+
+# -- CSL-JSON -------------------------------------------------------------------------------
+
+ZOTERO_CSL = [
+    {"id": "http://zotero.org/users/local/x/items/DYNA0001", "type": "paper-conference",
+     "abstract": "Multi-task model training has been adopted to enable a single model to handle multiple tasks.",
+     "collection-title": "EuroSys '24",
+     "container-title": "Proceedings of the Nineteenth European Conference on Computer Systems",
+     "DOI": "10.1145/3627703.3629585", "page": "542\u2013559", "publisher": "Association for Computing Machinery",
+     "title": "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines",
+     "URL": "https://dl.acm.org/doi/10.1145/3627703.3629585",
+     "author": [{"family": "Jiang", "given": "Chenyu"}, {"family": "Berg", "given": "Anna",
+                                                        "non-dropping-particle": "van der"}],
+     "accessed": {"date-parts": [["2024", 5, 2]]}, "issued": {"date-parts": [["2024", 4, 22]]}},
+    {"id": "http://zotero.org/users/local/x/items/PREP0001", "type": "article", "title": "FlexPipe",
+     "abstract": "We present FlexPipe for elastic clusters.", "number": "arXiv:2305.12345", "publisher": "arXiv",
+     "DOI": "10.48550/arXiv.2305.12345", "URL": "http://arxiv.org/abs/2305.12345", "note": "arXiv:2305.12345 [cs]",
+     "author": [{"literal": "Google Research"}], "issued": {"date-parts": [["2023", 5, 20]]}},
+    {"id": "http://zotero.org/users/local/x/items/NOAB0001", "type": "article-journal", "title": "No abstract",
+     "container-title": "Nature", "issued": {"date-parts": [[2020]]}},
+    {"id": "WHO", "type": "article-journal", "title": "Global report", "abstract": "Tuberculosis fell.",
+     "container-title": "The Lancet", "PMID": "31452104", "issued": {"literal": "in press"},
+     "author": [{"family": "King", "given": "Martin Luther", "suffix": "Jr."}]},
+]
+
+
+def test_a_zotero_csl_json_export_is_read(tmp_path: Path) -> None:
+    """Zotero's "Export Library… → CSL JSON" (a pretty-printed list, the year as a string)
+    was "content is in no known layout"."""
+    (tmp_path / "My Library.json").write_text(json.dumps(ZOTERO_CSL, indent="\t"), encoding="utf-8")
+    result = read_file(tmp_path / "My Library.json")
+    assert result.layout == "csl-json" and result.left_out == {"CSL-JSON items without an abstract": 1}
+    dyna, flex, who = result.papers
+    assert (dyna.title, dyna.authors, dyna.year, dyna.date, dyna.doi, dyna.venue, dyna.venue_kind, dyna.line) == (
+        "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines", ["Chenyu Jiang", "Anna van der Berg"],
+        2024, "2024-04-22", "10.1145/3627703.3629585",
+        "Proceedings of the Nineteenth European Conference on Computer Systems", None, 2)
+    assert (flex.paper_id, flex.arxiv_id, flex.authors, flex.venue) == ("2305.12345", "2305.12345", ["Google Research"], None)
+    assert (who.year, who.venue_kind, who.ids, who.authors) == (None, "journal", {"pmid": "31452104"},
+                                                                 ["Martin Luther King Jr."])
+    assert json.loads(export([who], "csl-json"))[0]["author"] == [
+        {"family": "King", "given": "Martin Luther", "suffix": "Jr."}]
+
+
+def test_rag_s_own_csl_json_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
+    """`rag papers --format csl-json` into a fresh index: the same papers and fields."""
+    from tests.conftest import SEEDS
+
+    results, _ = read_all([SEEDS], skip_bad=False)
+    seeds = merge_papers([p for r in results for p in r.papers])
+    (tmp_path / "refs.json").write_text(export(seeds, "csl-json"), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.json").papers}
+    assert len(back) == len(seeds) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
+            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
+        assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
+
+
+def test_an_arxiv_doi_gives_the_arxiv_id(tmp_path: Path) -> None:
+    """A preprint known only by its arXiv DOI (Zotero's BibTeX export of a preprint item:
+    doi = {10.48550/arXiv.2311.10418}, no eprint) had no arXiv id: no eprint in its export,
+    an id made from its title, and `rag papers show 2311.10418` did not find it."""
+    (tmp_path / "refs.bib").write_text(
+        "@misc{jiang_dynapipe_2023, title = {{DynaPipe}: Optimizing Multi-task Training}, publisher = {arXiv},\n"
+        "  doi = {10.48550/arXiv.2311.10418}, author = {Jiang, Chenyu}, year = {2023},\n"
+        "  abstract = {Multi-task model training has been adopted.}}\n")
+    (tmp_path / "refs.jsonl").write_text(json.dumps({"title": "Old", "abstract": "Old-style ids too.",
+                                                     "doi": "https://doi.org/10.48550/arXiv.hep-th/9901001"}) + "\n")
+    papers = read_file(tmp_path / "refs.bib").papers + read_file(tmp_path / "refs.jsonl").papers
+    assert [(p.paper_id, p.arxiv_id, p.year) for p in papers] == [
+        ("2311.10418", "2311.10418", 2023), ("hep-th/9901001", "hep-th/9901001", 1999)]
+    assert "eprint = {2311.10418}" in export(papers[:1], "bibtex")
+
+
+# -- RIS ------------------------------------------------------------------------------------
+
+ZOTERO_RIS = """TY  - CONF
+TI  - DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines
+AU  - Jiang, Chenyu
+AU  - van der Berg, Anna
+AU  - King, Martin Luther, Jr.
+T2  - Proceedings of the Nineteenth European Conference on Computer Systems
+AB  - Multi-task model training has been adopted to enable a single model to handle multiple tasks.
+DA  - 2024/04/22/
+PY  - 2024
+DO  - 10.1145/3627703.3629585
+SP  - 542
+EP  - 559
+PB  - Association for Computing Machinery
+UR  - https://dl.acm.org/doi/10.1145/3627703.3629585
+ER  -
+
+TY  - JOUR
+AU  - Smith, J.
+TI  - Statins in older adults
+JO  - Nature
+PY  - 2019///
+N2  - Statins reduce events in adults over 75.
+ER  -
+
+TY  - UNPB
+TI  - FlexPipe
+AU  - Google Research
+AB  - We present FlexPipe for elastic clusters.
+PY  - 2023
+UR  - http://arxiv.org/abs/2305.12345
+N1  - arXiv:2305.12345 [cs]
+ER  -
+
+TY  - JOUR
+TI  - No abstract here
+PY  - 2020
+ER  -
+""".replace("ER  -\n", "ER  - \n")  # as written: a space after the dash, ended by the line
+
+
+def test_a_zotero_or_endnote_ris_export_is_read(tmp_path: Path) -> None:
+    """RIS, what Zotero, EndNote and Mendeley export (and `rag papers --format ris`), was
+    "content is in no known layout"."""
+    (tmp_path / "library.ris").write_text(ZOTERO_RIS, encoding="utf-8")
+    result = read_file(tmp_path / "library.ris")
+    assert result.layout == "ris" and result.left_out == {"RIS records without an abstract": 1}
+    dyna, statins, flex = result.papers
+    assert (dyna.authors, dyna.year, dyna.date, dyna.doi, dyna.venue, dyna.venue_kind, dyna.line) == (
+        ["Chenyu Jiang", "Anna van der Berg", "Martin Luther King Jr."], 2024, "2024-04-22",
+        "10.1145/3627703.3629585", "Proceedings of the Nineteenth European Conference on Computer Systems", None, 1)
+    assert (statins.abstract, statins.year, statins.venue, statins.venue_kind, statins.line) == (
+        "Statins reduce events in adults over 75.", 2019, "Nature", "journal", 17)
+    assert (flex.paper_id, flex.authors) == ("2305.12345", ["Google Research"])
+    (tmp_path / "cut.ris").write_text("TY  - JOUR\nTI  - A\nAB  - One.\nTY  - JOUR\nTI  - B\nAB  - Two.\nER  - \n")
+    cut = read_file(tmp_path / "cut.ris")  # a record with no ER: an error, the next one kept
+    assert [p.title for p in cut.papers] == ["B"]
+    assert [str(e).splitlines()[0] for e in cut.problems] == [
+        f"{(tmp_path / 'cut.ris').as_posix()}:1: RIS record with no `ER  - ` line ending it"]
+
+
+def test_rag_s_own_ris_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
+    from tests.conftest import SEEDS
+
+    results, _ = read_all([SEEDS], skip_bad=False)
+    seeds = merge_papers([p for r in results for p in r.papers])
+    (tmp_path / "refs.ris").write_text(export(seeds, "ris"), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / "refs.ris").papers}
+    assert len(back) == len(seeds) == 60
+    for p in seeds:
+        q = back[p.abstract]
+        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
+            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
+
+
+# -- arXiv API feed -------------------------------------------------------------------------
+
+ARXIV_FEED = """<?xml version="1.0" encoding="UTF-8"?>
+<feed xmlns="http://www.w3.org/2005/Atom">
+  <link href="http://arxiv.org/api/query?search_query%3Dall%3Adynapipe" rel="self" type="application/atom+xml"/>
+  <title type="html">ArXiv Query: search_query=all:dynapipe&amp;id_list=&amp;start=0&amp;max_results=10</title>
+  <id>http://arxiv.org/api/cHxbiOdZaP56ODnBPIenZhzg5f8</id>
+  <updated>2024-05-01T00:00:00-04:00</updated>
+  <opensearch:totalResults xmlns:opensearch="http://a9.com/-/spec/opensearch/1.1/">2</opensearch:totalResults>
+  <entry>
+    <id>http://arxiv.org/abs/2311.10418v2</id>
+    <updated>2024-03-04T10:00:00Z</updated>
+    <published>2023-11-17T09:50:40Z</published>
+    <title>DynaPipe: Optimizing Multi-task Training through Dynamic
+  Pipelines</title>
+    <summary>  Multi-task model training has been adopted to enable a single deep neural
+network model to handle multiple tasks in $O(n\\log n)$ time.
+</summary>
+    <author><name>Chenyu Jiang</name></author>
+    <author><name>Zhen Jia</name></author>
+    <arxiv:doi xmlns:arxiv="http://arxiv.org/schemas/atom">10.1145/3627703.3629585</arxiv:doi>
+    <arxiv:comment xmlns:arxiv="http://arxiv.org/schemas/atom">14 pages, accepted at EuroSys 2024</arxiv:comment>
+    <arxiv:journal_ref xmlns:arxiv="http://arxiv.org/schemas/atom">EuroSys 2024</arxiv:journal_ref>
+    <link title="doi" href="http://dx.doi.org/10.1145/3627703.3629585" rel="related"/>
+    <arxiv:primary_category xmlns:arxiv="http://arxiv.org/schemas/atom" term="cs.DC" scheme="http://arxiv.org/schemas/atom"/>
+    <category term="cs.DC" scheme="http://arxiv.org/schemas/atom"/>
+    <category term="cs.LG" scheme="http://arxiv.org/schemas/atom"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/abs/hep-th/9901001v1</id>
+    <published>1999-01-01T00:00:00Z</published>
+    <title>Branes</title>
+    <summary>Branes wrap cycles.</summary>
+    <author><name>Ed Witten</name></author>
+    <arxiv:primary_category xmlns:arxiv="http://arxiv.org/schemas/atom" term="hep-th"/>
+  </entry>
+  <entry>
+    <id>http://arxiv.org/api/errors#incorrect_id_format_for_1234.1234v1</id>
+    <title>Error</title>
+    <summary>incorrect id format for 1234.1234v1</summary>
+  </entry>
+</feed>
+"""
+
+
+def test_an_arxiv_api_feed_is_read(tmp_path: Path) -> None:
+    """A feed saved from export.arxiv.org/api/query was "content is in no known layout"."""
+    (tmp_path / "query.xml").write_text(ARXIV_FEED, encoding="utf-8")
+    result = read_file(tmp_path / "query.xml")
+    assert result.layout == "arxiv-atom"
+    assert _golden(tmp_path / "query.xml") == [
+        {"paper_id": "2311.10418", "title": "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines",
+         "authors": ["Chenyu Jiang", "Zhen Jia"],
+         "abstract": "Multi-task model training has been adopted to enable a single deep neural network model "
+                     "to handle multiple tasks in O(n log n) time.",
+         "year": 2023, "date": "2023-11-17", "doi": "10.1145/3627703.3629585", "arxiv_id": "2311.10418",
+         "venue": "EUROSYS", "categories": ["cs.DC", "cs.LG"], "ids": {}},
+        {"paper_id": "hep-th/9901001", "title": "Branes", "authors": ["Ed Witten"], "abstract": "Branes wrap cycles.",
+         "year": 1999, "date": "1999-01-01", "doi": None, "arxiv_id": "hep-th/9901001", "venue": None,
+         "categories": ["hep-th"], "ids": {}}]
+    [error] = result.problems
+    assert "entry 3 is no arXiv paper (incorrect id format for 1234.1234v1)" in str(error)
+    # the published record's fields over the preprint's, whichever is read first
+    (tmp_path / "refs.bib").write_text("@inproceedings{j, title = {DynaPipe: Optimizing Multi-task Training through "
+                                       "Dynamic Pipelines}, booktitle = {EuroSys '24}, year = {2024}, doi = "
+                                       "{10.1145/3627703.3629585}, author = {Jiang, Chenyu}, abstract = {Published.}}\n")
+    [paper] = merge_papers([*result.papers[:1], *read_file(tmp_path / "refs.bib").papers])
+    assert (paper.paper_id, paper.abstract, paper.venue, paper.year) == ("2311.10418", "Published.", "EuroSys '24", 2024)

@@ -165,7 +165,7 @@ class _Filters(BaseModel):
 
     venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
     year: YearFilter = None
-    source: str | None = Field(None, max_length=500, description="Source file path contains this.")
+    source: str | None = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
     category: str | None = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
 
 

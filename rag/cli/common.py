@@ -47,7 +47,7 @@ def index_option(fn: F) -> F:
 def filter_options(fn: F) -> F:
     fn = click.option("--category", metavar="CAT",
                       help="Only papers in this arXiv category (cs.DC; cs for all cs.*).")(fn)
-    fn = click.option("--source", help="Only papers whose source file path contains this.")(fn)
+    fn = click.option("--source", help="Only papers read from a file whose path contains this.")(fn)
     fn = click.option("--year", help="Only papers from this year or range (2023, 2022-2023).")(fn)
     fn = click.option("--venue", help="Only papers whose venue/journal ref mentions this.")(fn)
     return fn

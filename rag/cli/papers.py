@@ -14,11 +14,26 @@ class _PapersGroup(click.Group):
     """`rag papers show ID` runs the subcommand; other words after the options are paper ids."""
 
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        if self._first_word(args) not in self.commands:
+            ctx.allow_interspersed_args = True  # ids, then options: `rag papers ID --index lib`
         rest = super().parse_args(ctx, args)
         words, ctx.params["ids"] = [*ctx._protected_args, *rest], ()
         if words and words[0] not in self.commands:
             ctx.params["ids"], ctx._protected_args, ctx.args = tuple(words), [], []
         return ctx.args
+
+    def _first_word(self, args: list[str]) -> str | None:
+        """The first argument that is neither an option nor an option's value."""
+        takes_value = {o for p in self.params if isinstance(p, click.Option) and not p.is_flag for o in p.opts}
+        words = iter(args)
+        for word in words:
+            if word == "--":
+                return next(words, None)
+            if not word.startswith("-"):
+                return word
+            if word in takes_value:
+                next(words, None)
+        return None
 
 
 @click.group(cls=_PapersGroup, invoke_without_command=True, subcommand_metavar="[ID]... | show ID")
@@ -67,13 +82,17 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
 @papers.command("show")
 @click.argument("paper_id")
 @click.option("--json", "as_json", is_flag=True, help="Print the record as JSON.")
+@index_option
 @click.pass_context
-def papers_show(ctx: click.Context, paper_id: str, as_json: bool) -> None:
-    """Show one paper with all its fields."""
-    retriever = _ensure_index(_settings(ctx.obj.get("index")))
-    paper = retriever.paper(paper_id)
+def papers_show(ctx: click.Context, paper_id: str, as_json: bool, index: str | None) -> None:
+    """Show one paper (by its id, arXiv id, DOI or PMID) with all its fields."""
+    from rag.retrieve.metadata import find_paper
+
+    retriever = _ensure_index(_settings(index or ctx.obj.get("index")))
+    paper = find_paper(retriever.snapshot(), paper_id)
     if paper is None:
-        raise InputError(f"no paper with id {paper_id!r} in the index", "list ids with `rag papers`")
+        raise InputError(f"no paper with id, arXiv id, DOI or PMID {paper_id!r} in the index",
+                         "list ids with `rag papers`")
     if as_json:
         emit_json(paper.to_dict())
         return

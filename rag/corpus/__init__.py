@@ -13,11 +13,12 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.corpus import arxiv, bibtex
+from rag.corpus import arxiv, bibtex, medline, ris
 from rag.corpus.arxiv import Restrict
+from rag.corpus.formats import split_arxiv_id
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
 from rag.corpus.merge import merge_papers, where
-from rag.corpus.paper import Paper, clean_doi, real_date, sha
+from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date, sha
 from rag.corpus.streams import damaged_gzip
 from rag.errors import InputError, ParseError
 
@@ -37,7 +38,7 @@ def _max_file_bytes() -> int:
 MAX_FILE_BYTES = _max_file_bytes()
 MAX_ABSTRACT_CHARS = 20_000
 GZIP_MAGIC = b"\x1f\x8b"
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".nbib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
 
 
 @dataclass
@@ -129,6 +130,11 @@ def read_file(path: Path, restrict: Restrict | None = None, collection: str | No
         papers, problems, no_abstract = bibtex.parse_bibtex(text, source)
         return _finish(FileResult(path, source, bibtex.LAYOUT, digest=sha(text), left_out=no_abstract),
                        papers, problems, restrict)
+    for reader, parse in ((ris, ris.parse_ris), (medline, medline.parse_medline)):
+        if reader.detect(text):
+            papers, problems, no_abstract = parse(text, source)
+            return _finish(FileResult(path, source, reader.LAYOUT, digest=sha(text), left_out=no_abstract),
+                           papers, problems, restrict)
     layout = detect(text)
     if layout is None:
         raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)
@@ -230,7 +236,14 @@ _VENUE = re.compile(r"\b([A-Z][A-Za-z]{0,20}[A-Z][A-Za-z\-]{0,20})\s?'?(\d{4}|\d
 
 
 def infer_metadata(paper: Paper) -> None:
-    """Fill venue and year from what the record already says (journal ref, comments, id)."""
+    """Fill venue, year and arXiv id from what the record already says (journal ref,
+    comments, an arXiv DOI, the arXiv id)."""
+    arxiv_doi = re.match(r"10\.48550/arxiv\.(.+)$", paper.doi or "", re.IGNORECASE)
+    split = split_arxiv_id(arxiv_doi.group(1)) if arxiv_doi and not paper.arxiv_id else None
+    if split and not split[1]:  # a preprint known by its DOI alone (Zotero's BibTeX of a preprint)
+        if paper.paper_id == make_paper_id(None, paper.title, paper.abstract):
+            paper.paper_id = split[0]  # the id is the arXiv id whenever one is known
+        paper.arxiv_id = split[0]
     if not paper.venue:
         for text in filter(None, [paper.journal_ref, *paper.comments]):
             m = _VENUE.search(text)
@@ -240,5 +253,9 @@ def infer_metadata(paper: Paper) -> None:
                 if not paper.year:
                     paper.year = int(yy) if len(yy) == 4 else 2000 + int(yy)
                 break
-    if not paper.year and paper.arxiv_id and re.match(r"\d{4}\.", paper.arxiv_id):
-        paper.year = 2000 + int(paper.arxiv_id[:2])
+    # the id's YYMM: 2301.00001 is January 2023 (new-style ids began in 2007), old-style
+    # hep-th/9901001 January 1999 (they ran from 1991 to 2007)
+    ym = paper.arxiv_id and (re.match(r"(\d{2})\d{2}\.", paper.arxiv_id) or re.search(r"/(\d{2})\d{5}$", paper.arxiv_id))
+    if not paper.year and ym:
+        yy = int(ym.group(1))
+        paper.year = yy + (1900 if yy >= 91 else 2000)

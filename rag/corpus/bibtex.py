@@ -17,7 +17,7 @@ from rag.corpus.bibtex_macros import expansion, uncomment
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import decoder
 from rag.corpus.names import Name, authors_and_names, from_parts, name_parts, organisation
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, preprint_server
 from rag.errors import ParseError
 
 LAYOUT = "bibtex"
@@ -135,8 +135,8 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     date = fields.get("date") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fields.get("date", "")) else None
     doi = fields.get("doi", "").strip() or None  # checked (and doi.org links cut) by read_file
     venue = fields.get("journal") or fields.get("booktitle")
-    if venue and _ARXIV_MENTION.search(venue):
-        venue = None  # "arXiv preprint arXiv:…" is no venue
+    if venue and (_ARXIV_MENTION.search(venue) or preprint_server(venue)):
+        venue = None  # "arXiv preprint arXiv:…", "ArXiv" is no venue
     journal = bool(venue) and venue == fields.get("journal")
     primary = fields.get("primaryclass", "").strip()
     return _paper(

@@ -11,7 +11,7 @@ import re
 from typing import Any
 
 from rag.corpus.paper import Paper, make_paper_id
-from rag.corpus.text import clean_latex, make_label
+from rag.corpus.text import clean_latex, make_label, strip_markup
 from rag.errors import ParseError
 
 Parsed = tuple[list[Paper], list[ParseError]]
@@ -50,8 +50,8 @@ def split_arxiv_id(rest: str) -> tuple[str, str] | None:
 def _paper(
     abstract: str, *, title: str | None = None, arxiv_id: str | None = None, line: int, **kw: Any
 ) -> Paper:
-    abstract = clean_latex(" ".join(abstract.split()))
-    title = clean_latex(" ".join(title.split())) if title else None
+    abstract = clean_latex(" ".join(strip_markup(abstract).split()))
+    title = clean_latex(" ".join(strip_markup(title).split())) if title else None
     title = title or None  # a blank title is no title
     return Paper(
         paper_id=make_paper_id(arxiv_id, title, abstract),

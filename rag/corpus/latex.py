@@ -19,7 +19,8 @@ class LatexError(ValueError):
 
 def decoder(**options: Any) -> Any:
     """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x, and
-    \\textbraceleft, \\textbraceright and \\textquotedbl as the characters they stand for."""
+    \\textbraceleft, \\textbraceright, \\textquotedbl and \\textasciicircum as the characters they
+    stand for."""
     from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
     context = get_default_latex_context_db()
@@ -28,6 +29,8 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textbraceleft", simplify_repl="{"),
         MacroTextSpec("textbraceright", simplify_repl="}"),
         MacroTextSpec("textquotedbl", simplify_repl='"'),
+        # pylatexenc reads it as "ˆ" (U+02C6), a look-alike: an exported O(T^{-1}) came back changed
+        MacroTextSpec("textasciicircum", simplify_repl="^"),
     ])
     return LatexNodes2Text(latex_context=context, **options)
 

@@ -28,9 +28,11 @@ LAYOUTS: dict[str, Parser] = {
 LAYOUT_HELP = (
     "known layouts: `Abstract:` lines; a conference listing (`#1 Title`, `Authors:`, abstract); "
     "an arXiv listing (abstract then `arXiv:ID`); arXiv export blocks (`arXiv:ID`, `Created:`); "
+    "an arXiv API feed (Atom); "
     "JSON Lines with an `abstract` field; the arXiv metadata snapshot; BibTeX with `abstract` fields; "
-    "a Zotero library (zotero.sqlite); PubMed/MEDLINE XML; OpenAlex works; Semantic Scholar papers "
-    "(API JSON or datasets); any of them gzipped"
+    "a Zotero library (zotero.sqlite); CSL-JSON (Zotero, Better BibTeX, `rag papers --format csl-json`); "
+    "RIS (Zotero, EndNote, Mendeley); "
+    "PubMed/MEDLINE XML or text (.nbib); OpenAlex works; Semantic Scholar papers (API JSON or datasets); any of them gzipped"
 )
 
 

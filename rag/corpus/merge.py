@@ -32,18 +32,23 @@ from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_lin
 if TYPE_CHECKING:
     from rag.corpus import FileResult
 
-PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export"})
+PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export", "arxiv-atom"})
 
 
 @dataclass
 class Merge:
     """Two records found to be one paper, as the ingest reports it."""
 
-    paper_id: str
+    paper: Paper  # what the records became: its id may change as later records join it
     kept: str  # where the kept fields (the abstract among them) come from
     other: str  # the record merged into it
     why: str  # "same DOI 10.1145/..."
     differ: bool  # the two abstracts differ: one of them was not kept
+
+    @property
+    def paper_id(self) -> str:
+        """The paper's id once every record is read (the arXiv id when a later record gave one)."""
+        return self.paper.paper_id
 
     def describe(self) -> str:
         text = f"{self.paper_id} ({self.why}): {self.other} merged with {self.kept}"
@@ -227,7 +232,7 @@ class Merger:
         else:
             combine(base, p, why)
             kept, other = where(base), where(p)
-        self.merges.append(Merge(base.paper_id, kept, other, why, differ))
+        self.merges.append(Merge(base, kept, other, why, differ))
         self._index(base)
         self._index(p)
         return base
@@ -268,7 +273,7 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
         s, why = hit
         if s.paper_id in taken:  # two new papers matched one indexed paper: join them
             joined = taken[s.paper_id]
-            merges.append(Merge(joined.paper_id, where(joined), where(p), why,
+            merges.append(Merge(joined, where(joined), where(p), why,
                                 norm_text(joined.abstract) != norm_text(p.abstract)))
             combine(joined, p, why)
             continue
@@ -281,13 +286,13 @@ def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set
                 rest.sources = kept_entries
                 combine(merged, rest, why)
                 others = ", ".join(str(e.get("source")) for e in kept_entries)
-                merges.append(Merge(s.paper_id, where(p), others, why,
+                merges.append(Merge(merged, where(p), others, why,
                                     replace and norm_text(s.abstract) != norm_text(p.abstract)))
         else:
             merged = copy.copy(s)
             merged.sources = kept_entries
             combine(merged, p, why)
-            merges.append(Merge(s.paper_id, s.source, where(p), why,
+            merges.append(Merge(merged, s.source, where(p), why,
                                 norm_text(s.abstract) != norm_text(p.abstract)))
         # a record seen before keeps the reason it was first merged for: the paper's stored
         # record (and so its content hash) does not change when nothing in the files did

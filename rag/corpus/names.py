@@ -13,6 +13,7 @@ display string would be read wrong, so an ordinary paper stores nothing more.
 
 from __future__ import annotations
 
+import re
 from typing import TYPE_CHECKING
 
 if TYPE_CHECKING:  # bibtexparser is imported where a name is split: not on `rag ask`'s start-up
@@ -46,8 +47,16 @@ def from_parts(parts: NameParts) -> Name:
     return {k: " ".join(" ".join(v).split()) for k, v in n.items() if v}
 
 
+# Han, kana and Hangul: a name written in these scripts starts with the family name (山田 太郎).
+_CJK = "\u1100-\u11ff\u3040-\u30ff\u3400-\u4dbf\u4e00-\u9fff\uac00-\ud7af\uf900-\ufaff"
+_CJK_NAME = re.compile(f"[{_CJK}]+(?:\\s+[{_CJK}]+)+")
+
+
 def read_name(name: str) -> Name:
     """The parts a display string alone gives (what export uses when none were stored)."""
+    if _CJK_NAME.fullmatch(name.strip()):
+        family, given = name.split(None, 1)
+        return {"family": family, "given": " ".join(given.split())}
     return from_parts(name_parts(name))
 
 

@@ -13,7 +13,7 @@ from typing import Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.merge import norm_doi
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, preprint_server
 from rag.corpus.streams import Stream, json_stream
 from rag.errors import ParseError
 
@@ -55,6 +55,20 @@ def _arxiv(work: dict[str, Any]) -> str | None:
     return None
 
 
+def _venue(work: dict[str, Any]) -> tuple[str | None, bool]:
+    """The name of the work's venue and whether it is a journal: the primary location's source,
+    else the first other location's, passing over repositories (arXiv, PubMed Central), where
+    a work is deposited, not published."""
+    for loc in [work.get("primary_location"), *(work.get("locations") or [])]:
+        source = loc.get("source") if isinstance(loc, dict) else None
+        if not isinstance(source, dict):
+            continue
+        name, kind = source.get("display_name"), source.get("type")
+        if isinstance(name, str) and name.strip() and kind != "repository" and not preprint_server(name):
+            return name, kind == "journal"
+    return None, False
+
+
 def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
     """A Paper from an OpenAlex work; None when it has no abstract."""
     abstract = rebuild_abstract(work.get("abstract_inverted_index"))
@@ -68,9 +82,7 @@ def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
         name = ((a or {}).get("author") or {}).get("display_name") if isinstance(a, dict) else None
         if isinstance(name, str) and name.strip():
             authors.append(name.strip())
-    source_obj = ((work.get("primary_location") or {}).get("source") or {})
-    venue = source_obj.get("display_name") if isinstance(source_obj, dict) else None
-    journal = isinstance(source_obj, dict) and source_obj.get("type") == "journal"
+    venue, journal = _venue(work)
     ids = {"openalex": ident}
     pmid = str((work.get("ids") or {}).get("pmid") or "").rstrip("/").rsplit("/", 1)[-1]
     if pmid.isdigit():
@@ -83,7 +95,7 @@ def work_paper(work: dict[str, Any], source: str, line: int) -> Paper | None:
     doi = norm_doi(work.get("doi"))
     paper = _paper(abstract, title=work.get("display_name") or work.get("title") or None, arxiv_id=arxiv,
                    authors=authors, venue=venue if isinstance(venue, str) else None,
-                   venue_kind="journal" if journal and isinstance(venue, str) and venue else None,
+                   venue_kind="journal" if journal and venue else None,
                    year=year if isinstance(year, int) and 1000 <= year <= 9999 else None,
                    date=date if isinstance(date, str) else None, doi=doi,
                    categories=[str(t) for t in topics], line=line)

@@ -82,10 +82,27 @@ class Paper:
             self.label = self.title or self.label
 
 
+def source_files(paper: Paper) -> list[str]:
+    """Every file the paper was read from: the one its fields come from, then the files of the
+    other records merged into it (rag.corpus.merge)."""
+    return list(dict.fromkeys([paper.source, *(str(e.get("source")) for e in paper.sources if e.get("source"))]))
+
+
 def venue_text(paper: Paper) -> str:
     """What a venue filter searches: the venue, the journal reference and the comments
     ("Accepted at ICML 2023"), lower-case."""
     return " ".join(filter(None, [paper.venue, paper.journal_ref, *paper.comments])).lower()
+
+
+# Where preprints are posted, named as if a venue: Semantic Scholar's "arXiv.org" and "ArXiv",
+# OpenAlex's "arXiv (Cornell University)", "bioRxiv (Cold Spring Harbor Laboratory)", dblp's
+# journal "CoRR".
+_PREPRINT_SERVER = re.compile(r"\s*(?:(?:arxiv|biorxiv|medrxiv|chemrxiv)(?:\.org)?\b|corr\s*$)", re.IGNORECASE)
+
+
+def preprint_server(venue: str) -> bool:
+    """`venue` names a preprint server, where a paper was posted, not where it appeared."""
+    return bool(_PREPRINT_SERVER.match(venue))
 
 
 def venue_words(paper: Paper) -> list[str]:

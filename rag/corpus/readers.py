@@ -1,6 +1,7 @@
 """The streamed readers, chosen from the content's first bytes (gunzipped): a Zotero
-library, PubMed XML, OpenAlex works, Semantic Scholar papers. Other files go to the text
-layouts, the arXiv snapshot and BibTeX (rag.corpus.read_file)."""
+library, PubMed XML, an arXiv API feed, OpenAlex works, Semantic Scholar papers, CSL-JSON
+items. Other files go to the text layouts, the arXiv snapshot, BibTeX, RIS and MEDLINE text
+(rag.corpus.read_file)."""
 
 from __future__ import annotations
 
@@ -8,10 +9,10 @@ import os
 import stat
 from pathlib import Path
 
-from rag.corpus import openalex, pubmed, semantic_scholar, zotero
+from rag.corpus import arxiv_atom, csl, openalex, pubmed, semantic_scholar, zotero
 from rag.corpus.streams import Stream, first_json, head, unwrap
 
-LAYOUTS = (zotero.LAYOUT, pubmed.LAYOUT, openalex.LAYOUT, semantic_scholar.LAYOUT)
+LAYOUTS = (zotero.LAYOUT, pubmed.LAYOUT, arxiv_atom.LAYOUT, openalex.LAYOUT, semantic_scholar.LAYOUT, csl.LAYOUT)
 
 
 def open_stream(path: Path, source: str, collection: str | None = None) -> Stream | None:
@@ -25,6 +26,8 @@ def open_stream(path: Path, source: str, collection: str | None = None) -> Strea
     data = head(path, source)
     if pubmed.detect(data):
         return pubmed.read(path, source)
+    if arxiv_atom.detect(data):
+        return arxiv_atom.read(path, source)
     stripped = data.lstrip()
     if not stripped.startswith((b"{", b"[")):
         return None
@@ -39,4 +42,6 @@ def open_stream(path: Path, source: str, collection: str | None = None) -> Strea
         return openalex.read(path, source)
     if sample and semantic_scholar.is_record(sample[0]):
         return semantic_scholar.read(path, source)
+    if csl.detect(stripped, unwrap(first) if isinstance(first, list) else []):
+        return csl.read(path, source)
     return None

@@ -10,9 +10,9 @@ from typing import Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.merge import norm_doi
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, preprint_server
 from rag.corpus.streams import Stream, json_stream
-from rag.corpus.text import make_label
+from rag.corpus.text import make_label, strip_markup
 from rag.errors import ParseError
 
 LAYOUT = "semantic-scholar"
@@ -46,7 +46,7 @@ def record_paper(obj: dict[str, Any], source: str, line: int) -> Paper | None:
     if dataset and "title" not in obj and "externalids" not in obj:  # the abstracts dataset
         if not isinstance(abstract, str) or not abstract.strip() or not corpus_id:
             return None
-        p = Paper(paper_id=f"s2:{corpus_id}", abstract=" ".join(abstract.split()), ids={"s2": corpus_id},
+        p = Paper(paper_id=f"s2:{corpus_id}", abstract=" ".join(strip_markup(abstract).split()), ids={"s2": corpus_id},
                   line=line, format=ABSTRACT_ONLY)
         return p
     if not dataset and not (isinstance(abstract, str) and abstract.strip()):
@@ -60,6 +60,8 @@ def record_paper(obj: dict[str, Any], source: str, line: int) -> Paper | None:
     cats = [f["category"] for f in fields if isinstance(f, dict) and isinstance(f.get("category"), str)]
     cats += [f for f in obj.get("fieldsOfStudy") or [] if isinstance(f, str)]
     venue = obj.get("venue") or ((obj.get("journal") or {}).get("name") if isinstance(obj.get("journal"), dict) else None)
+    if not isinstance(venue, str) or preprint_server(venue):
+        venue = None
     place = _get(obj, "publicationVenue", "publicationvenue")
     types = _get(obj, "publicationTypes", "publicationtypes")
     types = types if isinstance(types, list) else []

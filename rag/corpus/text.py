@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import html
 import re
 import unicodedata
 
@@ -134,6 +135,31 @@ def _math(expr: str) -> str:
             break
     expr = expr.replace("{", "").replace("}", "").replace(_OPEN, "{").replace(_CLOSE, "}")
     return re.sub(r" {2,}", " ", expr.replace(_NO_SPACE + " ", "").replace(_NO_SPACE, "")).strip()
+
+
+# The HTML and JATS tags metadata services leave in titles and abstracts (OpenAlex and Semantic
+# Scholar titles: <i>, <sub>; Crossref's abstracts: <jats:p>, <jats:italic>; Zotero's rich-text
+# titles: <i>, <span class="nocase">), by name: a "<" of the text itself (p<0.05) is no tag.
+_TAG_NAMES = (r"p|i|b|u|em|strong|sc|scp|small|span|div|br|a|font|italic|bold|underline|monospace|"
+              r"sec|list|list-item|label|abstract|break|math|mi|mo|mn|mrow|mtext")
+_TAG = re.compile(rf"</?(?:(?:jats|mml):)?(?:{_TAG_NAMES})(?:\s[^<>]*)?/?>", re.IGNORECASE)
+_CLOSING = re.compile(rf"</(?:(?:jats|mml):)?(?:{_TAG_NAMES}|sub|sup|inf|title)>|<br\s*/?>", re.IGNORECASE)
+_BLOCK = re.compile(r"</?(?:jats:)?(?:p|div|br|sec|list|list-item|abstract|break)\b", re.IGNORECASE)
+_SCRIPT_TAG = re.compile(r"<((?:(?:jats|mml):)?(sub|sup|inf))\b[^<>]*>([^<>]{0,40})</\1>", re.IGNORECASE)
+_HEADING = re.compile(r"<((?:jats:)?title)\b[^<>]*>([^<>]{0,80})</\1>\s*", re.IGNORECASE)
+_ENTITY = re.compile(r"&(?:#[0-9]{1,7}|#[xX][0-9a-fA-F]{1,6}|[A-Za-z][A-Za-z0-9]{1,30});")
+
+
+def strip_markup(text: str) -> str:
+    """The text that HTML or JATS markup marks up (`CO<sub>2</sub>` -> CO₂, a section's
+    <jats:title> as "Methods: ", "Abstract" as nothing), its entities decoded (`&amp;` -> &).
+    Only text with a closing tag is taken for markup, so an author writing about
+    `<div>` elements keeps them."""
+    if _CLOSING.search(text):
+        text = _SCRIPT_TAG.sub(lambda m: script(m.group(3).strip(), "^" if m.group(2).lower() == "sup" else "_"), text)
+        text = _HEADING.sub(lambda m: "" if m.group(2).strip().lower() == "abstract" else f" {m.group(2).strip()}: ", text)
+        text = _TAG.sub(lambda m: " " if _BLOCK.match(m.group()) else "", text)
+    return _ENTITY.sub(lambda m: html.unescape(m.group()), text) if "&" in text else text
 
 
 def clean_latex(text: str) -> str:

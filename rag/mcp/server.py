@@ -58,7 +58,7 @@ Venue = Annotated[str | None, Field(max_length=200,
 Year = Annotated[str | None, Field(max_length=20,
                                    description="Only papers from this year or range: 2023, 2022-2023.")]
 Source = Annotated[str | None, Field(max_length=500,
-                                     description="Only papers whose source file path contains this.")]
+                                     description="Only papers read from a file whose path contains this.")]
 Category = Annotated[str | None, Field(max_length=100,
                                        description="Only papers in this arXiv category (cs.DC; cs for all cs.*).")]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)

@@ -43,14 +43,11 @@ from rag.mcp.results import (
     size,
 )
 from rag.retrieve import Retriever
-from rag.retrieve.metadata import index_for
+from rag.retrieve.metadata import find_paper as lookup_paper
 from rag.schema import MAX_QUESTION, AskOptions
 from rag.store.indexes import index_sizes
 
 PAGE = 50  # papers on a list page at most (fewer when the budget says so)
-_ID_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|https?://arxiv\.org/abs/|arxiv:|doi:)",
-                        re.I)
-_ARXIV_VERSION = re.compile(r"^(\d{4}\.\d{4,5})v\d+$")
 _NOT_WORD = re.compile(r"[\W_]+")
 
 
@@ -61,21 +58,16 @@ def _words(text: str) -> str:
 
 
 def find_paper(retriever: Retriever, ident: str) -> Paper:
-    """A paper by the index's id, its arXiv id (with or without "arXiv:", a version or the
-    abs/ URL) or its DOI (with or without "doi:" or the doi.org URL)."""
+    """A paper by the index's id, its arXiv id, its DOI or another identifier it has
+    (rag.retrieve.metadata.find_paper)."""
     ident = ident.strip()
     if not ident:
         raise InputError("the paper id is empty", "give a paper id, arXiv id or DOI")
-    snap = retriever.snapshot()
-    if ident in snap.papers:
-        return snap.papers[ident]
-    key = _ID_PREFIX.sub("", ident).strip()
-    key = _ARXIV_VERSION.sub(r"\1", key)
-    pid = index_for(snap).ids.get(key) or index_for(snap).ids.get(key.lower())
-    if pid is None or pid not in snap.papers:
+    paper = lookup_paper(retriever.snapshot(), ident)
+    if paper is None:
         raise InputError(f"no paper with id, arXiv id or DOI {quoted(ident)} in the index",
                          "find papers with search_papers or list_papers")
-    return snap.papers[pid]
+    return paper
 
 
 def _options(base: AskOptions, **given: Any) -> AskOptions:

@@ -5,7 +5,8 @@ Year ranges and categories are exact conditions on stored metadata (`year`, `cat
 Venue and source are substring matches ("Only papers whose venue mentions this"), which
 Chroma's metadata filters cannot express (`$contains` applies to documents and to array
 members, never to a substring of a metadata string). So: a source becomes `$in` over the
-*files* whose path contains it (a handful, not a paper each); a venue becomes conditions on
+*files* whose path contains it (a handful, not a paper each), or the ids of the papers
+merged from such a file but stored under another (few); a venue becomes conditions on
 the stored words of its fields, each partial word widened to the corpus's words that contain
 it. Both are supersets of the exact match; `Filters.accepts` then decides exactly on the few
 papers that come back.
@@ -18,7 +19,7 @@ from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 from typing import Any
 
-from rag.corpus.paper import Paper, category_keys, venue_text, venue_words
+from rag.corpus.paper import Paper, category_keys, source_files, venue_text, venue_words
 from rag.errors import InputError
 
 MAX_WIDENED = 64  # corpus words a partial venue word may stand for before it is left to accepts()
@@ -76,7 +77,7 @@ class Filters:
             return False
         if self.year_to is not None and (p.year is None or p.year > self.year_to):
             return False
-        if self.source and self.source not in p.source:
+        if self.source and not any(self.source in f for f in source_files(p)):
             return False
         if self.category and self.category.lower() not in category_keys(p.categories):
             return False
@@ -89,9 +90,12 @@ class Conditions:
     def __init__(self, papers: Iterable[Paper]) -> None:
         words: set[str] = set()
         sources: set[str] = set()
+        self._merged: dict[str, list[str]] = {}  # a file -> papers merged from it, stored under another
         for p in papers:
             words.update(venue_words(p))
             sources.add(p.source)
+            for f in source_files(p)[1:]:
+                self._merged.setdefault(f, []).append(p.paper_id)
         self.words, self.sources, self._known = sorted(words), sorted(sources), words
 
     def where(self, f: Filters) -> dict[str, Any] | None:
@@ -108,9 +112,17 @@ class Conditions:
             conds.append({"categories": {"$contains": f.category.lower()}})
         if f.source:
             files = [s for s in self.sources if f.source in s]
-            if not files:
+            # a paper merged from a matching file is stored under the file its fields came
+            # from: named by id (the few merged papers, not every allowed one)
+            merged = sorted({pid for s, ids in self._merged.items() if f.source in s for pid in ids})
+            either: list[dict[str, Any]] = []
+            if files:
+                either.append({"source": {"$in": files}} if len(files) > 1 else {"source": files[0]})
+            if merged:
+                either.append({"paper_id": {"$in": merged}})
+            if not either:
                 return NOTHING
-            conds.append({"source": {"$in": files}} if len(files) > 1 else {"source": files[0]})
+            conds.append(either[0] if len(either) == 1 else {"$or": either})
         if f.venue:
             venue = self._venue(f.venue.lower())
             if venue is NOTHING:

@@ -193,3 +193,26 @@ def fuse(fused: dict[str, float], query: str, snapshot: Any, chunks: dict[str, l
         best = max(chunks[m.paper_id], key=lambda c: fused.get(c, 0.0))
         out[best] = out.get(best, 0.0) + WEIGHT_PER_POINT * m.points / (rrf_k + rank)
     return out
+
+
+_ID_PREFIX = re.compile(r"^(?:https?://(?:dx\.)?doi\.org/|https?://arxiv\.org/abs/|arxiv:|doi:)", re.I)
+_ARXIV_VERSION = re.compile(r"^(\d{4}\.\d{4,5})v\d+$")
+_OTHER_PREFIX = re.compile(r"^(?:pmid|pubmed|pmcid|openalex|s2|zotero):\s*", re.I)
+
+
+def find_paper(snapshot: Any, ident: str) -> Paper | None:
+    """A paper of the snapshot by the index's id, its arXiv id (with or without "arXiv:", a
+    version or the abs/ URL), its DOI (with or without "doi:" or the doi.org URL), or an
+    identifier of a record merged into it (a PMID, as "PMID:…" too; PMC, OpenAlex, Semantic
+    Scholar, Zotero): a paper read first from a .bib file keeps the id made from its title."""
+    ident = ident.strip()
+    if ident in snapshot.papers:
+        return snapshot.papers[ident]  # type: ignore[no-any-return]
+    key = _ARXIV_VERSION.sub(r"\1", _ID_PREFIX.sub("", ident).strip())
+    pid = index_for(snapshot).ids.get(key) or index_for(snapshot).ids.get(key.lower())
+    if pid in snapshot.papers:
+        return snapshot.papers[pid]  # type: ignore[no-any-return]
+    other = _OTHER_PREFIX.sub("", key)
+    # a scan: a lookup by hand (`rag papers show`, an MCP paper), not on a question's path
+    return next((p for p in snapshot.papers.values() if other and other in p.ids.values()), None)
+

@@ -1,0 +1,107 @@
+"""RIS (Zotero, EndNote, Mendeley, and `rag papers --format ris`) through rispy: one record
+per `TY  -` ... `ER  -` block.
+
+Authors are `AU`/`A1` lines as "Last, First[, Suffix]"; a name with no comma is written as an
+organisation ("Google Research"). The venue is `T2` (the journal or proceedings: Zotero,
+EndNote), else `JO`/`JF`/`JA` (Mendeley); a `JOUR` record's venue is a journal. Records
+without an abstract (`AB`, or EndNote's older `N2`) are counted and left out.
+"""
+
+from __future__ import annotations
+
+import re
+from typing import Any
+
+from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.names import Name, authors_and_names, organisation, person
+from rag.corpus.paper import Paper, preprint_server
+from rag.errors import ParseError
+
+LAYOUT = "ris"
+NO_ABSTRACT = "RIS records without an abstract"
+_TY = re.compile(r"^TY  - ")
+_ER = re.compile(r"^ER  -")
+_JOURNAL_TYPES = frozenset({"JOUR", "JFULL", "MGZN", "NEWS", "EJOUR"})
+_ARXIV = re.compile(r"(?:arxiv:\s*|arxiv\.org/(?:abs|pdf)/)(\S+?)(?:\.pdf)?$", re.IGNORECASE)
+
+
+def detect(text: str) -> bool:
+    """A file whose first line that is not blank opens an RIS record (`TY  - `)."""
+    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    return _TY.match(first) is not None
+
+
+def _first(record: dict[str, Any], *keys: str) -> str:
+    for key in keys:
+        value = record.get(key)
+        value = value[0] if isinstance(value, list) and value else value
+        if isinstance(value, str) and value.strip():
+            return " ".join(value.split())
+    return ""
+
+
+def _name(text: str) -> Name:
+    family, _, rest = text.partition(",")
+    if not rest:
+        return organisation(text)
+    given, _, suffix = rest.partition(",")
+    return person(family, given, suffix)
+
+
+def _arxiv_id(record: dict[str, Any]) -> str | None:
+    for text in [*(record.get("urls") or []), *(record.get("notes") or []), _first(record, "accession_number")]:
+        m = _ARXIV.search(str(text).strip())
+        split = split_arxiv_id(m.group(1)) if m else None
+        if split and not split[1]:
+            return split[0]
+    return None
+
+
+def _record_paper(record: dict[str, Any], path: str, line: int) -> Paper | None:
+    abstract = _first(record, "abstract", "notes_abstract")
+    if not abstract:
+        return None
+    names = [_name(" ".join(a.split())) for a in [*record.get("authors", []), *record.get("first_authors", [])]
+             if isinstance(a, str) and a.strip()]
+    authors, author_names = authors_and_names(names)
+    year = re.match(r"\s*(\d{4})", _first(record, "year", "publication_year"))
+    date = re.match(r"\s*(\d{4})[/-](\d{2})[/-](\d{2})", _first(record, "date", "publication_year"))
+    venue = _first(record, "secondary_title", "journal_name", "alternate_title3", "alternate_title2") or None
+    if venue and preprint_server(venue):
+        venue = None
+    journal = venue and record.get("type_of_reference") in _JOURNAL_TYPES
+    return _paper(abstract, title=_first(record, "title", "primary_title") or None, arxiv_id=_arxiv_id(record),
+                  authors=authors, author_names=author_names, venue=venue, venue_kind="journal" if journal else None,
+                  year=int(year.group(1)) if year else None, date="-".join(date.groups()) if date else None,
+                  doi=_first(record, "doi") or None, line=line)  # the DOI and date are checked by read_file
+
+
+def parse_ris(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
+    """Papers of an RIS file, problems of its unreadable records, and how many records were
+    left out for having no abstract. Each `TY` block is read on its own: rispy reads a
+    record with no `ER` line and the record after it as one, and the second was lost."""
+    import rispy
+
+    lines = text.splitlines()
+    starts = [i for i, ln in enumerate(lines) if _TY.match(ln)]
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    no_abstract = 0
+    for n, start in enumerate(starts):
+        block = lines[start:starts[n + 1] if n + 1 < len(starts) else len(lines)]
+        line = start + 1
+        if not any(_ER.match(ln) for ln in block):
+            problems.append(ParseError(path, line, "RIS record with no `ER  - ` line ending it",
+                                       "end each record with `ER  - `, or pass --skip-bad"))
+            continue
+        try:
+            [record] = rispy.loads("\n".join(block), skip_unknown_tags=True)
+            paper = _record_paper(record, path, line)
+        except (OSError, ValueError, TypeError, AttributeError) as exc:  # rispy raises IOError
+            problems.append(ParseError(path, line, f"RIS record that cannot be read ({' '.join(str(exc).split())[:160]})"))
+            continue
+        if paper is None:
+            no_abstract += 1
+        else:
+            papers.append(paper)
+    return papers, problems, {NO_ABSTRACT: no_abstract} if no_abstract else {}
