@@ -16,7 +16,7 @@ from typing import Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.paper import Paper
-from rag.corpus.streams import Stream, damaged_gzip, open_binary
+from rag.corpus.streams import Stream, xml_elements
 from rag.errors import ParseError
 
 LAYOUT = "arxiv-atom"
@@ -61,39 +61,16 @@ def read(path: Path, source: str) -> Stream:
 
 
 def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
-    from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import ParseError as XmlError
-    from defusedxml.ElementTree import iterparse
-
-    n = 0
-    try:
-        with open_binary(path, source) as fh:
-            root = None
-            for event, elem in iterparse(fh, events=("start", "end")):
-                if event == "start":
-                    root = elem if root is None else root
-                    continue
-                if elem.tag != f"{_ATOM}entry":
-                    continue
-                n += 1
-                try:
-                    paper = entry_paper(elem, source, n)
-                except ParseError as exc:
-                    stream.problems.append(exc)
-                    paper = None
-                else:
-                    if paper is None:
-                        stream.leave_out("arXiv feed entries without an abstract")
-                if root is not None:
-                    root.clear()  # the entry and the feed's reference to it
-                if paper is not None:
-                    yield paper
-    except DefusedXmlException as exc:
-        raise ParseError(source, None, f"XML with entity declarations or external references refused ({exc})",
-                         "arXiv feeds declare no entities: is this file from the arXiv API?") from None
-    except XmlError as exc:
-        line = getattr(exc, "position", (None,))[0]
-        stream.problems.append(ParseError(source, line, f"XML that cannot be read ({exc})",
-                                          "save the feed again; it may be truncated"))
-    except (OSError, EOFError) as exc:
-        stream.problems.append(damaged_gzip(source, exc))
+    tags = frozenset({f"{_ATOM}entry"})
+    for n, elem in enumerate(xml_elements(
+            path, source, stream, tags, redo="save the feed again",
+            no_entities="arXiv feeds declare no entities: is this file from the arXiv API?"), 1):
+        try:
+            paper = entry_paper(elem, source, n)
+        except ParseError as exc:
+            stream.problems.append(exc)
+            continue
+        if paper is None:
+            stream.leave_out("arXiv feed entries without an abstract")
+        else:
+            yield paper

@@ -17,11 +17,12 @@ from typing import Any
 from rag.corpus.formats import _paper
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
-from rag.corpus.streams import Stream, damaged_gzip, open_binary
+from rag.corpus.streams import Stream, xml_elements
 from rag.corpus.text import script
 from rag.errors import ParseError
 
 LAYOUT = "pubmed-xml"
+_TAGS = frozenset({"PubmedArticle", "PubmedBookArticle", "DeleteCitation"})
 _MONTHS = {m: i for i, m in enumerate(
     ["jan", "feb", "mar", "apr", "may", "jun", "jul", "aug", "sep", "oct", "nov", "dec"], 1)}
 
@@ -132,47 +133,21 @@ def read(path: Path, source: str) -> Stream:
 
 
 def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
-    from defusedxml import DefusedXmlException
-    from defusedxml.ElementTree import ParseError as XmlError
-    from defusedxml.ElementTree import iterparse
-
     n = 0
-    try:
-        with open_binary(path, source) as fh:
-            root = None
-            for event, elem in iterparse(fh, events=("start", "end")):
-                if event == "start":
-                    if root is None:
-                        root = elem
-                    continue
-                if elem.tag == "PubmedArticle":
-                    n += 1
-                    try:
-                        paper = article_paper(elem, source, n)
-                    except ParseError as exc:
-                        stream.problems.append(exc)
-                        paper = None
-                    else:
-                        if paper is None:
-                            stream.leave_out("PubMed articles without an abstract")
-                    if root is not None:
-                        root.clear()  # the article and the root's reference to it
-                    if paper is not None:
-                        yield paper
-                elif elem.tag == "PubmedBookArticle":
-                    stream.leave_out("PubMed book records")
-                    if root is not None:
-                        root.clear()
-                elif elem.tag == "DeleteCitation":
-                    stream.deleted.extend((p.text or "").strip() for p in elem.findall("PMID"))
-                    if root is not None:
-                        root.clear()
-    except DefusedXmlException as exc:
-        raise ParseError(source, None, f"XML with entity declarations or external references refused ({exc})",
-                         "PubMed files declare no entities: is this file from PubMed?") from None
-    except XmlError as exc:
-        line = getattr(exc, "position", (None,))[0]
-        stream.problems.append(ParseError(source, line, f"XML that cannot be read ({exc})",
-                                          "download the file again; it may be truncated"))
-    except (OSError, EOFError) as exc:
-        stream.problems.append(damaged_gzip(source, exc))
+    for elem in xml_elements(path, source, stream, _TAGS, redo="download the file again",
+                             no_entities="PubMed files declare no entities: is this file from PubMed?"):
+        if elem.tag == "PubmedBookArticle":
+            stream.leave_out("PubMed book records")
+        elif elem.tag == "DeleteCitation":
+            stream.deleted.extend((p.text or "").strip() for p in elem.findall("PMID"))
+        else:
+            n += 1
+            try:
+                paper = article_paper(elem, source, n)
+            except ParseError as exc:
+                stream.problems.append(exc)
+                continue
+            if paper is None:
+                stream.leave_out("PubMed articles without an abstract")
+            else:
+                yield paper

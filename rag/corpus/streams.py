@@ -95,6 +95,37 @@ def damaged_gzip(source: str, exc: BaseException) -> ParseError:
     return ParseError(source, None, f"damaged gzip file ({exc})", "download the file again")
 
 
+def xml_elements(path: Path, source: str, stream: Stream, tags: frozenset[str], *,
+                 no_entities: str, redo: str) -> Iterator[Any]:
+    """Each element of `tags` as its end tag is read (iterparse: a file of any size in little
+    memory), dropped from the tree once the caller has taken it. XML that cannot be read is a
+    problem of the stream (`redo`: what to do, as "download the file again"); entity
+    declarations and external references are refused (defusedxml; `no_entities`: the hint)."""
+    from defusedxml import DefusedXmlException
+    from defusedxml.ElementTree import ParseError as XmlError
+    from defusedxml.ElementTree import iterparse
+
+    try:
+        with open_binary(path, source) as fh:
+            root = None
+            for event, elem in iterparse(fh, events=("start", "end")):
+                if event == "start":
+                    root = elem if root is None else root
+                elif elem.tag in tags:
+                    yield elem
+                    if root is not None:
+                        root.clear()  # the element and the root's reference to it
+    except DefusedXmlException as exc:
+        raise ParseError(source, None, f"XML with entity declarations or external references refused ({exc})",
+                         no_entities) from None
+    except XmlError as exc:
+        line = getattr(exc, "position", (None,))[0]
+        stream.problems.append(ParseError(source, line, f"XML that cannot be read ({exc})",
+                                          f"{redo}; it may be truncated"))
+    except (OSError, EOFError) as exc:
+        stream.problems.append(damaged_gzip(source, exc))
+
+
 def head(path: Path, source: str) -> bytes:
     """The first PEEK bytes of the content (gunzipped), without a UTF-8 byte-order mark."""
     try:
