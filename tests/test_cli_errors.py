@@ -78,6 +78,8 @@ def test_rag_debug_shows_the_traceback_and_keeps_the_exit_code(args: list[str], 
     res = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(tmp_path / ".rag"), "RAG_DEBUG": "1"})
     assert res.returncode == code, res.stderr
     assert "Traceback" in res.stderr and error in res.stderr
+    off = run_rag(*args, cwd=tmp_path, env={"RAG_HOME": str(tmp_path / ".rag"), "RAG_DEBUG": "0"})
+    assert off.returncode == code and "Traceback" not in off.stderr, off.stderr  # 0 is off
 
 
 @pytest.mark.parametrize(("args", "message"), [

@@ -66,6 +66,7 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
         assert not public["abstained"], question
         assert [r["label"] for r in public["table"]["rows"]] == ["Skrull"] and public["matched"] == 1
         assert "“Zorblax” is not in the index" in public["answer"]
+        assert "1 papers" not in public["answer"] and "of Skrull" in public["answer"].split("\n")[0]
 
 
 def test_a_paper_without_the_figure_is_not_reported_and_uncited(offline) -> None:  # type: ignore[no-untyped-def]

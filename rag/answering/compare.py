@@ -200,7 +200,10 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
     final = Table(table.columns, rows)
     what = table.columns[0].lower() if table.columns else "results"
     found = sum(c is not None for c in checks)
-    lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
+    if len(rows) == 1:  # one known paper against names the index lacks: nothing beside it
+        lead = f"The {what} of {rows[0].label}" + (", from its abstract:" if found else " (not in its abstract):")
+    else:
+        lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
     if missing:
         lead += f" {', '.join(map(quoted, missing))} {'is' if len(missing) == 1 else 'are'} not in the index."
     left_out = getattr(missing, "left_out", []) if left_out is None else left_out

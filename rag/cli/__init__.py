@@ -139,6 +139,11 @@ cli.add_command(papers)
 cli.add_command(mcp_command)
 
 
+
+def _debug() -> bool:
+    """RAG_DEBUG set to anything but nothing, 0, false, no or off: show tracebacks."""
+    return os.environ.get("RAG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
 def main() -> None:
     try:
         cli.main(standalone_mode=False)
@@ -149,7 +154,7 @@ def main() -> None:
         exc.show()
         sys.exit(2)  # usage errors are bad input
     except RagError as exc:
-        if os.environ.get("RAG_DEBUG"):
+        if _debug():
             traceback.print_exc()  # and still the documented exit code, not Python's 1
         else:
             click.echo(f"error: {exc}", err=True)
@@ -157,7 +162,7 @@ def main() -> None:
     except KeyboardInterrupt:
         sys.exit(130)
     except Exception as exc:  # a bug in rag: one line here, the traceback when asked for
-        if os.environ.get("RAG_DEBUG"):
+        if _debug():
             raise
         click.echo(f"error: unexpected {type(exc).__name__}: {exc}\n  hint: this is a bug in rag; "
                    "run again with RAG_DEBUG=1 to see the traceback, and report it", err=True)
@@ -222,7 +227,7 @@ def ask_options(fn: F) -> F:
     fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
                       help="auto: Ollama when it answers, else offline (default); none: offline.")(fn)
     fn = click.option("-k", type=click.IntRange(1, 50), default=None,
-                      help="Papers to answer from (default 8).")(fn)
+                      help="Papers to answer from (default: RAG_K or 8).")(fn)
     return fn
 
 

@@ -32,7 +32,7 @@ def watch_ingest(paths: tuple[Path, ...], index: str | None) -> None:
               help="How `ask` answers: auto (Ollama if running, else offline; default), none, ollama.")
 @click.option("--model", help="Ollama model for `ask` (default: RAG_MODEL or llama3.2).")
 @click.option("-k", type=click.IntRange(1, 50), default=None,
-              help="Papers `ask` answers from (default 8).")
+              help="Papers `ask` answers from (default: RAG_K or 8).")
 @click.option("--strict", is_flag=True, default=None,
               help="`ask` drops sentences their citations do not support (a call may say otherwise).")
 @filter_options
