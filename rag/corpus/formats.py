@@ -8,7 +8,8 @@ These layouts are hand-parsed because no library reads them: they are scraped li
 from __future__ import annotations
 
 import re
-from typing import Any
+from collections.abc import Callable, Iterable
+from typing import Any, TypeVar
 
 from rag.corpus.paper import Paper, make_paper_id
 from rag.corpus.text import clean_latex, make_label, strip_markup
@@ -62,6 +63,29 @@ def _paper(
         line=line,
         **kw,
     )
+
+
+R = TypeVar("R")
+
+
+def gather(records: Iterable[tuple[int, R]], to_paper: Callable[[R, str, int], Paper | None], path: str,
+           no_abstract: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
+    """The papers of a file's records ((line, record)), the problems of those `to_paper`
+    cannot read, and how many it left out (None: no abstract), counted under `no_abstract`."""
+    papers: list[Paper] = []
+    problems: list[ParseError] = []
+    left_out = 0
+    for line, record in records:
+        try:
+            paper = to_paper(record, path, line)
+        except ParseError as exc:
+            problems.append(exc)
+            continue
+        if paper is None:
+            left_out += 1
+        else:
+            papers.append(paper)
+    return papers, problems, {no_abstract: left_out} if left_out else {}
 
 
 def _other_layout(line: str, layout: str) -> str | None:

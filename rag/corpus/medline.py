@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import re
 
-from rag.corpus.formats import _paper
+from rag.corpus.formats import _paper, gather
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
@@ -91,17 +91,4 @@ def _record_paper(fields: list[tuple[str, str]], path: str, line: int) -> Paper 
 def parse_medline(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
     """Papers of a MEDLINE file, problems of its unreadable records, and how many records
     were left out for having no abstract."""
-    papers: list[Paper] = []
-    problems: list[ParseError] = []
-    no_abstract = 0
-    for line, fields in _records(text):
-        try:
-            paper = _record_paper(fields, path, line)
-        except ParseError as exc:
-            problems.append(exc)
-            continue
-        if paper is None:
-            no_abstract += 1
-        else:
-            papers.append(paper)
-    return papers, problems, {NO_ABSTRACT: no_abstract} if no_abstract else {}
+    return gather(_records(text), _record_paper, path, NO_ABSTRACT)

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.formats import _paper, gather, split_arxiv_id
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper, preprint_server
 from rag.errors import ParseError
@@ -80,28 +80,20 @@ def parse_ris(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict
     """Papers of an RIS file, problems of its unreadable records, and how many records were
     left out for having no abstract. Each `TY` block is read on its own: rispy reads a
     record with no `ER` line and the record after it as one, and the second was lost."""
-    import rispy
-
     lines = text.splitlines()
     starts = [i for i, ln in enumerate(lines) if _TY.match(ln)]
-    papers: list[Paper] = []
-    problems: list[ParseError] = []
-    no_abstract = 0
-    for n, start in enumerate(starts):
-        block = lines[start:starts[n + 1] if n + 1 < len(starts) else len(lines)]
-        line = start + 1
-        if not any(_ER.match(ln) for ln in block):
-            problems.append(ParseError(path, line, "RIS record with no `ER  - ` line ending it",
-                                       "end each record with `ER  - `, or pass --skip-bad"))
-            continue
-        try:
-            [record] = rispy.loads("\n".join(block), skip_unknown_tags=True)
-            paper = _record_paper(record, path, line)
-        except (OSError, ValueError, TypeError, AttributeError) as exc:  # rispy raises IOError
-            problems.append(ParseError(path, line, f"RIS record that cannot be read ({' '.join(str(exc).split())[:160]})"))
-            continue
-        if paper is None:
-            no_abstract += 1
-        else:
-            papers.append(paper)
-    return papers, problems, {NO_ABSTRACT: no_abstract} if no_abstract else {}
+    blocks = ((start + 1, lines[start:end]) for start, end in zip(starts, [*starts[1:], len(lines)], strict=True))
+    return gather(blocks, _block_paper, path, NO_ABSTRACT)
+
+
+def _block_paper(block: list[str], path: str, line: int) -> Paper | None:
+    import rispy
+
+    if not any(_ER.match(ln) for ln in block):
+        raise ParseError(path, line, "RIS record with no `ER  - ` line ending it",
+                         "end each record with `ER  - `, or pass --skip-bad")
+    try:
+        [record] = rispy.loads("\n".join(block), skip_unknown_tags=True)
+        return _record_paper(record, path, line)
+    except (OSError, ValueError, TypeError, AttributeError) as exc:  # rispy raises IOError
+        raise ParseError(path, line, f"RIS record that cannot be read ({' '.join(str(exc).split())[:160]})") from None
