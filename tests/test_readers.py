@@ -587,22 +587,6 @@ def test_a_zotero_csl_json_export_is_read(tmp_path: Path) -> None:
         {"family": "King", "given": "Martin Luther", "suffix": "Jr."}]
 
 
-def test_rag_s_own_csl_json_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
-    """`rag papers --format csl-json` into a fresh index: the same papers and fields."""
-    from tests.conftest import SEEDS
-
-    results, _ = read_all([SEEDS], skip_bad=False)
-    seeds = merge_papers([p for r in results for p in r.papers])
-    (tmp_path / "refs.json").write_text(export(seeds, "csl-json"), encoding="utf-8")
-    back = {p.abstract: p for p in read_file(tmp_path / "refs.json").papers}
-    assert len(back) == len(seeds) == 60
-    for p in seeds:
-        q = back[p.abstract]
-        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
-            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
-        assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
-
-
 def test_an_arxiv_doi_gives_the_arxiv_id(tmp_path: Path) -> None:
     """A preprint known only by its arXiv DOI (Zotero's BibTeX export of a preprint item:
     doi = {10.48550/arXiv.2311.10418}, no eprint) had no arXiv id: no eprint in its export,
@@ -681,18 +665,21 @@ def test_a_zotero_or_endnote_ris_export_is_read(tmp_path: Path) -> None:
         f"{(tmp_path / 'cut.ris').as_posix()}:1: RIS record with no `ER  - ` line ending it"]
 
 
-def test_rag_s_own_ris_export_reads_back_as_the_same_papers(tmp_path: Path) -> None:
+@pytest.mark.parametrize(("fmt", "name"), [("csl-json", "refs.json"), ("ris", "refs.ris")])
+def test_rag_s_own_export_reads_back_as_the_same_papers(fmt: str, name: str, tmp_path: Path) -> None:
+    """`rag papers --format csl-json|ris` into a fresh index: the same papers and fields."""
     from tests.conftest import SEEDS
 
     results, _ = read_all([SEEDS], skip_bad=False)
     seeds = merge_papers([p for r in results for p in r.papers])
-    (tmp_path / "refs.ris").write_text(export(seeds, "ris"), encoding="utf-8")
-    back = {p.abstract: p for p in read_file(tmp_path / "refs.ris").papers}
+    (tmp_path / name).write_text(export(seeds, fmt), encoding="utf-8")
+    back = {p.abstract: p for p in read_file(tmp_path / name).papers}
     assert len(back) == len(seeds) == 60
     for p in seeds:
         q = back[p.abstract]
         assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
             p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
+        assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
 
 
 # -- arXiv API feed -------------------------------------------------------------------------
