@@ -51,10 +51,6 @@ class _FieldError(Exception):
         self.name = name
 
 
-def _bad(qid: str, name: str, problem: str) -> _FieldError:
-    return _FieldError(qid, name, problem)
-
-
 def _lines(text: str) -> list[dict[str, int]]:
     """For each item of a YAML list: {"": the item's line, FIELD: that field's line}."""
     root = yaml.compose(text, Loader=yaml.SafeLoader)
@@ -69,28 +65,28 @@ def _lines(text: str) -> list[dict[str, int]]:
 
 def _strings(value: Any, qid: str, name: str, *, allow_empty: bool) -> list[str]:
     if not isinstance(value, list):
-        raise _bad(qid, name, f"must be a list of strings, not {type(value).__name__}")
+        raise _FieldError(qid, name, f"must be a list of strings, not {type(value).__name__}")
     for i, v in enumerate(value, 1):
         if not isinstance(v, str) or not v.strip():
-            raise _bad(qid, name, f"item {i} must be a non-empty string, not {v!r}")
+            raise _FieldError(qid, name, f"item {i} must be a non-empty string, not {v!r}")
     if not value and not allow_empty:
-        raise _bad(qid, name, "must not be empty")
+        raise _FieldError(qid, name, "must not be empty")
     return [v.strip() for v in value]
 
 
 def _turns(item: dict[str, Any], kind: str, qid: str) -> list[str]:
     if kind == "followup":
         if "question" in item:
-            raise _bad(qid, "question", "is not used by followup questions; use `turns`")
+            raise _FieldError(qid, "question", "is not used by followup questions; use `turns`")
         turns = _strings(item.get("turns"), qid, "turns", allow_empty=False)
         if len(turns) < 2:
-            raise _bad(qid, "turns", "needs at least two user turns")
+            raise _FieldError(qid, "turns", "needs at least two user turns")
         return turns
     if "turns" in item:
-        raise _bad(qid, "turns", f"is only for followup questions, not {kind}")
+        raise _FieldError(qid, "turns", f"is only for followup questions, not {kind}")
     text = item.get("question")
     if not isinstance(text, str) or not text.strip():
-        raise _bad(qid, "question", "must be a non-empty string")
+        raise _FieldError(qid, "question", "must be a non-empty string")
     return [text.strip()]
 
 
@@ -98,38 +94,38 @@ def _question(item: dict[str, Any], i: int, seen: set[str]) -> Question:
     raw_id = item.get("id")
     qid = repr(raw_id) if isinstance(raw_id, str) else f"#{i} (no id)"
     if not isinstance(raw_id, str) or not _ID.match(raw_id):
-        raise _bad(qid, "id", "must be a kebab-case string such as fact-skrull-speedup")
+        raise _FieldError(qid, "id", "must be a kebab-case string such as fact-skrull-speedup")
     if raw_id in seen:
-        raise _bad(qid, "id", "is used by an earlier question too")
+        raise _FieldError(qid, "id", "is used by an earlier question too")
     seen.add(raw_id)
     unknown = sorted(set(item) - set(FIELDS))
     if unknown:
-        raise _bad(qid, unknown[0], f"is not a known field (known: {', '.join(FIELDS)})")
+        raise _FieldError(qid, unknown[0], f"is not a known field (known: {', '.join(FIELDS)})")
     kind = item.get("kind")
     if kind not in KINDS:
-        raise _bad(qid, "kind", f"is {kind!r}; expected one of {', '.join(KINDS)}")
+        raise _FieldError(qid, "kind", f"is {kind!r}; expected one of {', '.join(KINDS)}")
     turns = _turns(item, kind, qid)
     if "papers" not in item:
-        raise _bad(qid, "papers", "is missing ([] for unanswerable questions)")
+        raise _FieldError(qid, "papers", "is missing ([] for unanswerable questions)")
     papers = _strings(item["papers"], qid, "papers", allow_empty=kind == "unanswerable")
     if kind == "unanswerable" and papers:
-        raise _bad(qid, "papers", "must be [] for an unanswerable question")
+        raise _FieldError(qid, "papers", "must be [] for an unanswerable question")
     for ref in papers:
         if not (_REF.match(ref) or _REF_ID.match(ref)):
-            raise _bad(qid, "papers", f"has {ref!r}; expected seeds/FILE#POSITION or id:PAPER_ID")
+            raise _FieldError(qid, "papers", f"has {ref!r}; expected seeds/FILE#POSITION or id:PAPER_ID")
     facts = _strings(item.get("facts", []), qid, "facts", allow_empty=True)
     for fact in facts:
         if any(not alt.strip() for alt in fact.split("|")):
-            raise _bad(qid, "facts", f"has {fact!r} with an empty alternative")
+            raise _FieldError(qid, "facts", f"has {fact!r} with an empty alternative")
     near_miss = item.get("near_miss", False)
     if not isinstance(near_miss, bool):
-        raise _bad(qid, "near_miss", f"must be true or false, not {near_miss!r}")
+        raise _FieldError(qid, "near_miss", f"must be true or false, not {near_miss!r}")
     note = item.get("note", "")
     if not isinstance(note, str):
-        raise _bad(qid, "note", "must be a string")
+        raise _FieldError(qid, "note", "must be a string")
     split = item.get("split", "")
     if split not in (*SPLITS, ""):
-        raise _bad(qid, "split", f"is {split!r}; expected fit or heldout")
+        raise _FieldError(qid, "split", f"is {split!r}; expected fit or heldout")
     return Question(raw_id, kind, turns, papers, facts, near_miss, note, split)
 
 
