@@ -159,6 +159,11 @@ def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_th
     lines = [line for line in ans.answer.splitlines() if line.startswith("- ")]
     assert len(lines) == len(naming) and all("PyTorch" in line for line in lines)
     assert all(s.supported for s in ans.sentences)
+    # experiments with a named thing: every paper whose abstract names it (the models listed
+    # one of the three that name ImageNet; PartImageNet is another data set)
+    ans = offline.answer("Which papers report results on ImageNet?")
+    naming = {p.paper_id for p in papers if re.search(r"(?<![\w-])ImageNet", f"{p.title} {p.abstract}")}
+    assert {s.paper.paper_id for s in ans.sources} == naming and len(naming) >= 3
 
 
 def test_offline_lists_an_authors_papers_from_the_records(offline) -> None:  # type: ignore[no-untyped-def]

@@ -88,6 +88,11 @@ def test_a_question_about_what_one_named_system_uses_is_not_a_list_of_papers(que
     ("compare against Megatron-LM", ["Megatron-LM"]),
     ("build on, extend, or compare against DeepSpeed", ["DeepSpeed"]),
     ("use PyTorch or TensorFlow", ["PyTorch", "TensorFlow"]),
+    # experiments with a named thing, and the kind of thing it is
+    ("report results on ImageNet", ["ImageNet"]),
+    ("run experiments with BERT models", ["BERT"]),
+    ("evaluate on ARM processors", ["ARM"]),
+    ("report faster training on GPUs", []),
     # the topic asks something of the papers besides the name: a question for the models
     ("optimize deep learning on CPUs", []),
     ("build on vision-language models such as CLIP", []),

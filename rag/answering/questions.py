@@ -69,7 +69,12 @@ _RELATES = content_words(
     "based mention mentions mentioning cite cites evaluate evaluates evaluated evaluating "
     "outperform outperforms beat beats baseline baselines over study studies studying involve "
     "involves involving apply applies applying adopt adopts rely relies leverage leverages "
-    "implement implements implemented integrate integrates with or and the a an as") | GENERIC
+    "implement implements implemented integrate integrates with or and the a an as "
+    # experiments with a named thing: "report results on ImageNet", "run experiments with GPT
+    # models", "evaluate on ARM processors"
+    "report reports reported reporting result results experiment experiments run runs ran "
+    "running test tests tested testing measure measures measured conduct conducts conducted "
+    "on in model models processor processors problem problems dataset datasets") | GENERIC
 
 
 def asks_for_summary(question: str, names: list[str]) -> bool:
