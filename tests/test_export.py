@@ -127,8 +127,26 @@ def test_seed_papers_read_back_by_rag_itself(seeds: list[Paper], tmp_path: Path)
     assert len(back) == 60
     for p in seeds:
         q = back[p.abstract]
-        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue) == (
-            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue)
+        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue, q.journal_ref) == (
+            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue, p.journal_ref)
+
+
+@pytest.mark.parametrize("name", ["refs.bib", "refs.ris", "refs.json"])
+def test_journal_refs_come_back_from_every_export(name: str, tmp_path: Path) -> None:
+    """An arXiv listing's journal ref, beside a venue (it was only a note, which no reader
+    takes back) or alone (it came back as the venue), is the journal ref again once the
+    export is ingested."""
+    papers = [
+        Paper(paper_id="2301.01234", abstract="FooNet sorts arrays.", arxiv_id="2301.01234", year=2023,
+              journal_ref="Proc. VLDB Endow. 16(5):1000-1012, 2023"),
+        Paper(paper_id="barsys-1", abstract="BarSys schedules jobs.", title="BarSys", authors=["Ann Lee"],
+              year=2022, venue="OSDI", journal_ref="In Proc. OSDI '22, pp. 1-15"),
+    ]
+    write_export(papers, tmp_path / name)
+    back = {p.abstract: p for p in read_file(tmp_path / name).papers}
+    for p in papers:
+        q = back[p.abstract]
+        assert (q.journal_ref, q.venue, q.venue_kind) == (p.journal_ref, p.venue, p.venue_kind), name
 
 
 def test_special_characters_round_trip() -> None:

@@ -23,6 +23,7 @@ _TY = re.compile(r"^TY  - ")
 _ER = re.compile(r"^ER  -")
 _JOURNAL_TYPES = frozenset({"JOUR", "JFULL", "MGZN", "NEWS", "EJOUR"})
 _ARXIV = re.compile(r"(?:arxiv:\s*|arxiv\.org/(?:abs|pdf)/)(\S+?)(?:\.pdf)?$", re.IGNORECASE)
+JOURNAL_REF_NOTE = "Journal-ref:"  # an `N1` note that is the journal ref, labelled as arXiv labels it
 
 
 def detect(text: str) -> bool:
@@ -69,9 +70,14 @@ def _record_paper(record: dict[str, Any], path: str, line: int) -> Paper | None:
     venue = _first(record, "secondary_title", "journal_name", "alternate_title3", "alternate_title2") or None
     if venue and preprint_server(venue):
         venue = None
+    journal_ref = next((n.removeprefix(JOURNAL_REF_NOTE).strip() for n in record.get("notes") or []
+                        if isinstance(n, str) and n.startswith(JOURNAL_REF_NOTE)), None) or None
+    if venue == journal_ref:
+        venue = None  # rag's export names a paper's journal ref as its journal when it has no venue
     journal = venue and record.get("type_of_reference") in _JOURNAL_TYPES
     return _paper(abstract, title=_first(record, "title", "primary_title") or None, arxiv_id=_arxiv_id(record),
                   authors=authors, author_names=author_names, venue=venue, venue_kind="journal" if journal else None,
+                  journal_ref=journal_ref,
                   year=int(year.group(1)) if year else None, date="-".join(date.groups()) if date else None,
                   doi=_first(record, "doi") or None, line=line)  # the DOI and date are checked by read_file
 

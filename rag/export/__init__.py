@@ -28,6 +28,7 @@ from pylatexenc.latexencode import (
 
 from rag.corpus.names import Name, paper_names
 from rag.corpus.paper import Paper, clean_doi, real_date
+from rag.corpus.ris import JOURNAL_REF_NOTE
 from rag.errors import InputError
 from rag.export.keys import cite_keys
 
@@ -173,6 +174,9 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
         ("archivePrefix", "arXiv" if p.arxiv_id else None),
         ("url", _url(p)),
         ("note", latex(note) if (note := _note(p)) else None),
+        # The journal ref in a field of its own too, which styles do not print and rag reads
+        # back as the journal ref (the note and the container are read as no such thing).
+        ("journal-ref", latex(p.journal_ref) if p.journal_ref else None),
         ("abstract", latex(p.abstract)),
     ]
     return Entry(_BIBTEX_TYPES[kind], key, [Field(k, v) for k, v in fields if v])
@@ -211,7 +215,8 @@ def _ris_record(p: Paper, key: str) -> dict[str, Any]:
         # T2 is the container of both (Zotero, EndNote); JO the journal's name (Mendeley)
         "secondary_title": _flat(_container(p) or "") if kind in ("conference", "journal") else None,
         "journal_name": _flat(_container(p) or "") if kind == "journal" else None,
-        "notes": [_flat(note)] if (note := _note(p)) else [],
+        # labelled as arXiv labels it, so that rag reads it back as the journal ref
+        "notes": [f"{JOURNAL_REF_NOTE} {_flat(p.journal_ref)}"] if p.journal_ref else [],
         "doi": _doi(p),
         "urls": [url] if (url := _url(p)) else [],
         "abstract": _flat(p.abstract),
@@ -254,6 +259,8 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
         "DOI": _doi(p),
         "URL": _url(p),
         "abstract": _flat(p.abstract),
+        # CSL's place for data with no variable of its own, which citeproc does not print
+        "custom": {"journal-ref": _flat(p.journal_ref)} if p.journal_ref else None,
     }
     return {k: v for k, v in item.items() if v}
 
