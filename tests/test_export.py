@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
 from rag.corpus import expand_paths, merge_papers, read_file
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, make_paper_id
+from rag.corpus.text import make_label
 from rag.errors import EXIT_INPUT, InputError
 from rag.export import cite_keys, export, to_bibtex, to_csl_json, to_ris, write_export
 from tests.conftest import SEEDS, run_rag
@@ -127,8 +128,8 @@ def test_seed_papers_read_back_by_rag_itself(seeds: list[Paper], tmp_path: Path)
     assert len(back) == 60
     for p in seeds:
         q = back[p.abstract]
-        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue, q.journal_ref) == (
-            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue, p.journal_ref)
+        assert (q.paper_id, q.title or q.label, q.authors, q.year, q.doi, q.arxiv_id, q.venue, q.journal_ref) == (
+            p.paper_id, p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue, p.journal_ref)
 
 
 @pytest.mark.parametrize("name", ["refs.bib", "refs.ris", "refs.json"])
@@ -147,6 +148,22 @@ def test_journal_refs_come_back_from_every_export(name: str, tmp_path: Path) -> 
     for p in papers:
         q = back[p.abstract]
         assert (q.journal_ref, q.venue, q.venue_kind) == (p.journal_ref, p.venue, p.venue_kind), name
+
+
+@pytest.mark.parametrize("name", ["refs.bib", "refs.ris", "refs.json"])
+def test_a_paper_without_a_title_comes_back_under_its_own_id(name: str, tmp_path: Path) -> None:
+    """A paper without a title is exported under its label; ingested again, it took that
+    label for its title and another id (one made from the title). Now it has its id and no
+    title again, and so does a paper whose id its JSON Lines record gave."""
+    abstract = "We present Skrull, a scheduler for long sequences that balances the load of each step."
+    untitled = Paper(paper_id=make_paper_id(None, None, abstract), abstract=abstract,
+                     label=make_label(None, abstract), year=2024)
+    given = Paper(paper_id="doc-17", abstract="Caches help.", title="Caching", label="Caching", year=2023)
+    assert untitled.label == "Skrull"
+    write_export([untitled, given], tmp_path / name)
+    back = read_file(tmp_path / name).papers
+    assert [(q.paper_id, q.title, q.label) for q in back] == [
+        (untitled.paper_id, None, "Skrull"), ("doc-17", "Caching", "Caching")]
 
 
 def test_special_characters_round_trip() -> None:
