@@ -44,12 +44,30 @@ def index_option(fn: F) -> F:
                         help="Index to use (default: RAG_INDEX or 'default').")(fn)
 
 
+# What to give each filter option instead of an empty value.
+_FILTER_HINTS = {"venue": "name a venue such as MLSys", "year": "give a year or range such as 2023 or 2022-2023",
+                 "source": "give part of a source file's path", "category": "name an arXiv category such as cs.DC"}
+
+
+def _not_blank(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An empty filter was taken for no filter, silently (`rag ingest --category ""` is refused)."""
+    if value is not None and not value.strip():
+        from rag.errors import InputError
+
+        raise InputError(f"--{param.name} is empty",
+                         f"{_FILTER_HINTS[str(param.name)]}, or leave the option out to keep every paper")
+    return value
+
+
 def filter_options(fn: F) -> F:
-    fn = click.option("--category", metavar="CAT",
+    fn = click.option("--category", metavar="CAT", callback=_not_blank,
                       help="Only papers in this arXiv category (cs.DC; cs for all cs.*).")(fn)
-    fn = click.option("--source", help="Only papers read from a file whose path contains this.")(fn)
-    fn = click.option("--year", help="Only papers from this year or range (2023, 2022-2023).")(fn)
-    fn = click.option("--venue", help="Only papers whose venue/journal ref mentions this.")(fn)
+    fn = click.option("--source", callback=_not_blank,
+                      help="Only papers read from a file whose path contains this.")(fn)
+    fn = click.option("--year", callback=_not_blank,
+                      help="Only papers from this year or range (2023, 2022-2023).")(fn)
+    fn = click.option("--venue", callback=_not_blank,
+                      help="Only papers whose venue/journal ref mentions this.")(fn)
     return fn
 
 
