@@ -217,6 +217,21 @@ def test_keys_transliterate_letters_nfkd_does_not_take_apart() -> None:
     assert list(cite_keys(papers).values()) == [f"{last}2023logic" for last in firsts.values()]
 
 
+def test_a_paper_with_no_author_and_no_ascii_title_word_has_no_bare_year_key() -> None:
+    """Keys came out as 2023a, 2023b: now the name or first word the abstract gives, else
+    "paper", before the year, still told apart by a, b."""
+    papers = [
+        Paper(paper_id="zh", abstract="We present Skrull, a scheduler for long sequences.", title="长序列的调度",
+              year=2023),
+        Paper(paper_id="ru1", abstract="Мы изучаем кэширование.", title="Кэширование", year=2023),
+        Paper(paper_id="ru2", abstract="Мы изучаем хранение.", title="Хранение", authors=["Иван Петров"], year=2023),
+        Paper(paper_id="marks", abstract="Caches for key-value stores under skew.", title="???", year=2023),
+    ]
+    assert cite_keys(papers) == {"zh": "skrull2023", "ru1": "paper2023a", "ru2": "paper2023b",
+                                 "marks": "caches2023"}
+    assert list(parse_bibtex(to_bibtex(papers))) == ["skrull2023", "paper2023a", "paper2023b", "caches2023"]
+
+
 def test_keys_are_the_same_in_every_export_from_one_index() -> None:
     """Two papers that share a key keep their a and b when exported one at a time (the
     references of two answers, collected in one .tex)."""
