@@ -94,6 +94,8 @@ def test_rag_debug_shows_the_traceback_and_keeps_the_exit_code(args: list[str], 
     (["search", "moe", "--year", " "], "--year is empty"),
     (["search", "moe", "--category", ""], "--category is empty"),
     (["chat", "--source", ""], "--source is empty"),
+    (["search", "moe", "--index", ""], "--index is empty\n  hint: name an index such as scifact"),  # was the default
+    (["ingest", "seeds", "--index", " "], "--index is empty"),
 ])
 def test_bad_input_is_refused_before_seeds_are_ingested(args: list[str], message: str,
                                                         workdir: Path) -> None:
