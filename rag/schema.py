@@ -48,8 +48,15 @@ def _not_bool(v: Any) -> Any:
     return v
 
 
-YearFilter = Annotated[str | int | None, BeforeValidator(_not_bool), AfterValidator(_short_year), Field(
-    description="A year or range: 2023, 2022-2023, 2022-, -2023.")]
+def _not_blank(v: Any) -> Any:
+    if isinstance(v, str) and not v.strip():  # was taken for no filter, silently
+        raise PydanticCustomError("string_too_short", "the filter is empty (leave it out to keep every paper)")
+    return v
+
+
+NotBlank = AfterValidator(_not_blank)  # a filter's value: an empty one is refused
+YearFilter = Annotated[str | int | None, BeforeValidator(_not_bool), AfterValidator(_short_year), NotBlank,
+                       Field(description="A year or range: 2023, 2022-2023, 2022-, -2023.")]
 
 
 class AskOptions(BaseModel):
@@ -65,11 +72,13 @@ class AskOptions(BaseModel):
     strict: bool = Field(False, description="Drop sentences their citations do not support.")
     judge: Literal["default", "ollama"] = Field(
         "default", description="Support judge: the embedding judge, or the Ollama model.")
-    venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
+    venue: Annotated[str | None, NotBlank] = Field(
+        None, max_length=200, description="Venue/journal ref contains this.")
     year: YearFilter = None
-    source: str | None = Field(None, max_length=500, description="Source file path contains this.")
-    category: str | None = Field(None, max_length=100,
-                                 description="arXiv category, e.g. cs.DC (papers that carry it).")
+    source: Annotated[str | None, NotBlank] = Field(
+        None, max_length=500, description="Source file path contains this.")
+    category: Annotated[str | None, NotBlank] = Field(
+        None, max_length=100, description="arXiv category, e.g. cs.DC (papers that carry it).")
 
     def to_filters(self) -> Filters:
         from rag.retrieve import Filters

@@ -89,6 +89,13 @@ def test_rag_debug_shows_the_traceback_and_keeps_the_exit_code(args: list[str], 
     (["search", ""], "the question is empty"),
     (["search", "moe", "--year", "2023-x"], "year filter '2023-x' is not a year or range"),
     (["chat", "--year", "abc"], "year filter 'abc' is not a year or range"),
+    # an empty filter was taken for none, silently (rag ingest --category "" was refused)
+    (["ask", Q, "--venue", ""], "--venue is empty\n  hint: name a venue such as MLSys, or leave the option out"),
+    (["search", "moe", "--year", " "], "--year is empty"),
+    (["search", "moe", "--category", ""], "--category is empty"),
+    (["chat", "--source", ""], "--source is empty"),
+    (["search", "moe", "--index", ""], "--index is empty\n  hint: name an index such as scifact"),  # was the default
+    (["ingest", "seeds", "--index", " "], "--index is empty"),
 ])
 def test_bad_input_is_refused_before_seeds_are_ingested(args: list[str], message: str,
                                                         workdir: Path) -> None:

@@ -18,7 +18,8 @@ from fastapi.testclient import TestClient
 from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
 from rag.corpus import expand_paths, merge_papers, read_file
-from rag.corpus.paper import Paper
+from rag.corpus.paper import Paper, make_paper_id
+from rag.corpus.text import make_label
 from rag.errors import EXIT_INPUT, InputError
 from rag.export import cite_keys, export, to_bibtex, to_csl_json, to_ris, write_export
 from tests.conftest import SEEDS, run_rag
@@ -127,8 +128,42 @@ def test_seed_papers_read_back_by_rag_itself(seeds: list[Paper], tmp_path: Path)
     assert len(back) == 60
     for p in seeds:
         q = back[p.abstract]
-        assert (q.title, q.authors, q.year, q.doi, q.arxiv_id, q.venue) == (
-            p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue)
+        assert (q.paper_id, q.title or q.label, q.authors, q.year, q.doi, q.arxiv_id, q.venue, q.journal_ref) == (
+            p.paper_id, p.title or p.label, p.authors, p.year, p.doi, p.arxiv_id, p.venue, p.journal_ref)
+
+
+@pytest.mark.parametrize("name", ["refs.bib", "refs.ris", "refs.json"])
+def test_journal_refs_come_back_from_every_export(name: str, tmp_path: Path) -> None:
+    """An arXiv listing's journal ref, beside a venue (it was only a note, which no reader
+    takes back) or alone (it came back as the venue), is the journal ref again once the
+    export is ingested."""
+    papers = [
+        Paper(paper_id="2301.01234", abstract="FooNet sorts arrays.", arxiv_id="2301.01234", year=2023,
+              journal_ref="Proc. VLDB Endow. 16(5):1000-1012, 2023"),
+        Paper(paper_id="barsys-1", abstract="BarSys schedules jobs.", title="BarSys", authors=["Ann Lee"],
+              year=2022, venue="OSDI", journal_ref="In Proc. OSDI '22, pp. 1-15"),
+    ]
+    write_export(papers, tmp_path / name)
+    back = {p.abstract: p for p in read_file(tmp_path / name).papers}
+    for p in papers:
+        q = back[p.abstract]
+        assert (q.journal_ref, q.venue, q.venue_kind) == (p.journal_ref, p.venue, p.venue_kind), name
+
+
+@pytest.mark.parametrize("name", ["refs.bib", "refs.ris", "refs.json"])
+def test_a_paper_without_a_title_comes_back_under_its_own_id(name: str, tmp_path: Path) -> None:
+    """A paper without a title is exported under its label; ingested again, it took that
+    label for its title and another id (one made from the title). Now it has its id and no
+    title again, and so does a paper whose id its JSON Lines record gave."""
+    abstract = "We present Skrull, a scheduler for long sequences that balances the load of each step."
+    untitled = Paper(paper_id=make_paper_id(None, None, abstract), abstract=abstract,
+                     label=make_label(None, abstract), year=2024)
+    given = Paper(paper_id="doc-17", abstract="Caches help.", title="Caching", label="Caching", year=2023)
+    assert untitled.label == "Skrull"
+    write_export([untitled, given], tmp_path / name)
+    back = read_file(tmp_path / name).papers
+    assert [(q.paper_id, q.title, q.label) for q in back] == [
+        (untitled.paper_id, None, "Skrull"), ("doc-17", "Caching", "Caching")]
 
 
 def test_special_characters_round_trip() -> None:
@@ -180,6 +215,21 @@ def test_keys_transliterate_letters_nfkd_does_not_take_apart() -> None:
     papers = [Paper(paper_id=str(i), abstract="x", title="Logic", authors=[name], year=2023)
               for i, name in enumerate(firsts)]
     assert list(cite_keys(papers).values()) == [f"{last}2023logic" for last in firsts.values()]
+
+
+def test_a_paper_with_no_author_and_no_ascii_title_word_has_no_bare_year_key() -> None:
+    """Keys came out as 2023a, 2023b: now the name or first word the abstract gives, else
+    "paper", before the year, still told apart by a, b."""
+    papers = [
+        Paper(paper_id="zh", abstract="We present Skrull, a scheduler for long sequences.", title="长序列的调度",
+              year=2023),
+        Paper(paper_id="ru1", abstract="Мы изучаем кэширование.", title="Кэширование", year=2023),
+        Paper(paper_id="ru2", abstract="Мы изучаем хранение.", title="Хранение", authors=["Иван Петров"], year=2023),
+        Paper(paper_id="marks", abstract="Caches for key-value stores under skew.", title="???", year=2023),
+    ]
+    assert cite_keys(papers) == {"zh": "skrull2023", "ru1": "paper2023a", "ru2": "paper2023b",
+                                 "marks": "caches2023"}
+    assert list(parse_bibtex(to_bibtex(papers))) == ["skrull2023", "paper2023a", "paper2023b", "caches2023"]
 
 
 def test_keys_are_the_same_in_every_export_from_one_index() -> None:

@@ -187,8 +187,8 @@ def test_bibtex_export_cannot_gain_fields_and_round_trips_braces() -> None:
     library = bibtexparser.parse_string(to_bibtex(papers))
     assert len(library.entries) == len(papers) and not library.failed_blocks
     first = library.entries[0]
-    assert sorted(f.key for f in first.fields) == ["abstract", "author", "title", "year"]
-    assert first["title"] == "Injected"
+    assert sorted(f.key for f in first.fields) == ["abstract", "author", "rag-id", "title", "year"]
+    assert (first["title"], first["rag-id"]) == ("Injected", "a")  # an id not made from the title
 
 
 def test_bibtex_round_trip_keeps_braces_quotes_and_names(tmp_path: Path) -> None:

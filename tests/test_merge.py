@@ -91,6 +91,29 @@ def test_each_merge_names_the_paper_as_it_ends_up(tmp_path: Path) -> None:
     assert [m.describe().split(" ", 1)[0] for m in merger.merges] == ["2311.10418", "2311.10418"]
 
 
+@pytest.mark.parametrize("caps_first", [True, False])
+def test_a_title_in_capitals_gives_way_to_the_same_title_as_written(tmp_path: Path, caps_first: bool) -> None:
+    """The published record in capitals (a typed-in BibTeX entry) and the arXiv snapshot's
+    record: the paper kept DYNAPIPE: OPTIMIZING ... whichever came first; now its title is as
+    written, under the same id."""
+    caps = _bib(tmp_path / "refs.bib")
+    caps.write_text(caps.read_text(encoding="utf-8").replace(TITLE, TITLE.upper()), encoding="utf-8")
+    files = [caps, _snapshot(tmp_path / "snap.json")]
+    records = [p for f in (files if caps_first else files[::-1]) for p in read_file(f).papers]
+    merger = Merger()
+    for r in records:
+        merger.add(r)
+    [paper] = merger.papers
+    assert (paper.paper_id, paper.title, paper.label) == ("2311.10418", TITLE, TITLE)
+    assert paper.abstract == PUBLISHED  # the published record's fields otherwise
+
+
+def test_a_one_word_title_in_capitals_is_a_name() -> None:
+    a = Paper("a", "We train BERT.", title="BERT", label="BERT", doi="10.1/b")
+    a.merge(Paper("b", "We train BERT.", title="Bert", label="Bert", doi="10.1/b"))
+    assert a.title == "BERT"
+
+
 @pytest.mark.parametrize(("title", "author", "year", "one"), [
     ("DYNAPIPE -- optimizing multi-task training through dynamic pipelines!", "C. Jiang", 2024, True),
     (TITLE, "Chenyu Jiang", 2021, False),  # years two apart

@@ -677,9 +677,10 @@ def test_rag_s_own_export_reads_back_as_the_same_papers(fmt: str, name: str, tmp
     assert len(back) == len(seeds) == 60
     for p in seeds:
         q = back[p.abstract]
-        assert (q.title, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind) == (
-            p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue, p.venue_kind)
-        assert q.paper_id == p.paper_id or not p.title  # a paper without a title is exported under its label
+        assert (q.title or q.label, q.authors, q.year, q.date, q.doi, q.arxiv_id, q.venue, q.venue_kind,
+                q.journal_ref) == (p.title or p.label, p.authors, p.year, p.date, p.doi, p.arxiv_id, p.venue,
+                                   p.venue_kind, p.journal_ref)
+        assert q.paper_id == p.paper_id  # a paper without a title too, exported under its label
 
 
 # -- arXiv API feed -------------------------------------------------------------------------

@@ -143,6 +143,12 @@ FIELD_HINTS = {
     "question": QUESTION_HINT, "q": QUESTION_HINT,
     "k": f"k is a whole number from 1 to {MAX_K}",
     "year": "year is a year or a range: 2023, \"2022-2023\", \"2022-\", \"-2023\"",
+    # an empty filter, or one too long: what to give instead
+    "venue": "venue is text the venue or journal ref contains (MLSys), at most 200 characters; "
+             "leave it out to keep every paper",
+    "source": "source is part of a source file's path, at most 500 characters; leave it out to keep every paper",
+    "category": "category is an arXiv category (cs.DC, or cs for every cs.*), at most 100 characters; "
+                "leave it out to keep every paper",
     "role": "role is user, assistant or system, and the last message is the user's question",
     "content": f"a message is at most {MAX_MESSAGE_CHARS:,} characters, the last one (the "
                f"question) 1..{MAX_QUESTION}; all of them at most {MAX_TOTAL_CHARS:,} together",

@@ -8,13 +8,13 @@ through rather than silently dropped.
 from __future__ import annotations
 
 import dataclasses
-from typing import Any, Literal, get_type_hints
+from typing import Annotated, Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
-from rag.schema import MAX_K, MAX_QUESTION, AskOptions, YearFilter
+from rag.schema import MAX_K, MAX_QUESTION, AskOptions, NotBlank, YearFilter
 
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
@@ -163,10 +163,10 @@ class AnswerPublic(_Public):
 class _Filters(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
-    venue: str | None = Field(None, max_length=200, description="Venue/journal ref contains this.")
+    venue: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="Venue/journal ref contains this.")
     year: YearFilter = None
-    source: str | None = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
-    category: str | None = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
+    source: Annotated[str | None, NotBlank] = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
+    category: Annotated[str | None, NotBlank] = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
 
 
 class _AnswerOptions(AskOptions):

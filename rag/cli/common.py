@@ -40,16 +40,39 @@ def _remote() -> Any:
 
 
 def index_option(fn: F) -> F:
-    return click.option("--index", "index", metavar="NAME",
+    return click.option("--index", "index", metavar="NAME", callback=_not_blank,
                         help="Index to use (default: RAG_INDEX or 'default').")(fn)
 
 
+# What to give each option instead of an empty value.
+_BLANK_HINTS = {
+    "venue": "name a venue such as MLSys, or leave the option out to keep every paper",
+    "year": "give a year or range such as 2023 or 2022-2023, or leave the option out to keep every paper",
+    "source": "give part of a source file's path, or leave the option out to keep every paper",
+    "category": "name an arXiv category such as cs.DC, or leave the option out to keep every paper",
+    "index": "name an index such as scifact, or leave the option out for RAG_INDEX or 'default'",
+}
+
+
+def _not_blank(ctx: click.Context, param: click.Parameter, value: str | None) -> str | None:
+    """An empty filter (or --index) was taken for none, silently (`rag ingest --category ""`
+    is refused)."""
+    if value is not None and not value.strip():
+        from rag.errors import InputError
+
+        raise InputError(f"--{param.name} is empty", _BLANK_HINTS[str(param.name)])
+    return value
+
+
 def filter_options(fn: F) -> F:
-    fn = click.option("--category", metavar="CAT",
+    fn = click.option("--category", metavar="CAT", callback=_not_blank,
                       help="Only papers in this arXiv category (cs.DC; cs for all cs.*).")(fn)
-    fn = click.option("--source", help="Only papers read from a file whose path contains this.")(fn)
-    fn = click.option("--year", help="Only papers from this year or range (2023, 2022-2023).")(fn)
-    fn = click.option("--venue", help="Only papers whose venue/journal ref mentions this.")(fn)
+    fn = click.option("--source", callback=_not_blank,
+                      help="Only papers read from a file whose path contains this.")(fn)
+    fn = click.option("--year", callback=_not_blank,
+                      help="Only papers from this year or range (2023, 2022-2023).")(fn)
+    fn = click.option("--venue", callback=_not_blank,
+                      help="Only papers whose venue/journal ref mentions this.")(fn)
     return fn
 
 

@@ -14,7 +14,7 @@ import re
 from typing import Any
 
 from rag.corpus.bibtex_macros import expansion, uncomment
-from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.formats import _paper, exported_id, split_arxiv_id
 from rag.corpus.latex import decoder
 from rag.corpus.names import Name, authors_and_names, from_parts, name_parts, organisation
 from rag.corpus.paper import Paper, preprint_server
@@ -135,16 +135,20 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     date = fields.get("date") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fields.get("date", "")) else None
     doi = fields.get("doi", "").strip() or None  # checked (and doi.org links cut) by read_file
     venue = fields.get("journal") or fields.get("booktitle")
+    journal_ref = fields.get("journal-ref", "").strip() or None  # written by rag's own export
     if venue and (_ARXIV_MENTION.search(venue) or preprint_server(venue)):
         venue = None  # "arXiv preprint arXiv:…", "ArXiv" is no venue
+    if venue == journal_ref:
+        venue = None  # rag's export names a paper's journal ref as its journal when it has no venue
     journal = bool(venue) and venue == fields.get("journal")
     primary = fields.get("primaryclass", "").strip()
-    return _paper(
+    paper = _paper(
         abstract, title=fields.get("title"), arxiv_id=_arxiv_id(fields),
         authors=authors, author_names=author_names, venue=venue, venue_kind="journal" if journal else None,
-        year=int(year.group(1)) if year else None, date=date, doi=doi,
+        year=int(year.group(1)) if year else None, date=date, doi=doi, journal_ref=journal_ref,
         categories=[primary] if primary else [], line=entry.start_line + 1,
     )
+    return exported_id(paper, fields.get("rag-id"))
 
 
 # What names the crossref'd entry itself, not the volume its children appeared in: its DOI

@@ -14,7 +14,7 @@ import re
 from pathlib import Path
 from typing import Any
 
-from rag.corpus.formats import _paper, split_arxiv_id
+from rag.corpus.formats import _paper, exported_id, split_arxiv_id
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper, preprint_server
 from rag.corpus.streams import Stream, json_stream
@@ -103,15 +103,17 @@ def item_paper(item: dict[str, Any], source: str, line: int) -> Paper | None:
     authors, author_names = authors_and_names(_names(item))
     year, date = _issued(item)
     venue = _text(item, "container-title") or None
-    if venue and preprint_server(venue):
-        venue = None
+    custom: dict[str, Any] = item["custom"] if isinstance(item.get("custom"), dict) else {}
+    journal_ref = _text(custom, "journal-ref") or None
+    if (venue and preprint_server(venue)) or venue == journal_ref:
+        venue = None  # rag's export names a paper's journal ref as its container when it has no venue
     paper = _paper(abstract, title=_text(item, "title") or None, arxiv_id=_arxiv_id(item), authors=authors,
                    author_names=author_names, venue=venue,
                    venue_kind="journal" if venue and item["type"] in _JOURNAL_TYPES else None,
-                   year=year, date=date, doi=_text(item, "DOI") or None, line=line)  # checked by read_file
+                   journal_ref=journal_ref, year=year, date=date, doi=_text(item, "DOI") or None, line=line)  # checked by read_file
     pmid = _text(item, "PMID")
     paper.ids = {"pmid": pmid} if pmid.isdigit() else {}
-    return paper
+    return exported_id(paper, _text(custom, "rag-id"))
 
 
 def read(path: Path, source: str) -> Stream:

@@ -65,6 +65,18 @@ def _paper(
     )
 
 
+def exported_id(paper: Paper, given: str | None) -> Paper:
+    """The paper with the id rag's own export gave it (`rag-id`: written where the record's
+    fields would make another, rag.export). An id made from the abstract is that of a paper
+    without a title, which the export names by its label: it has no title again."""
+    given = (given or "").strip()
+    if given:
+        if given == make_paper_id(None, None, paper.abstract):
+            paper.title, paper.label = None, make_label(None, paper.abstract)
+        paper.paper_id = given
+    return paper
+
+
 R = TypeVar("R")
 
 

@@ -13,7 +13,8 @@ Which record's fields the paper keeps (its "base"):
 2. within one ingest, a published record (a DOI other than arXiv's, from a reader other than
    the arXiv ones) over a preprint, then the first seen (with `replace`: the last seen).
 
-The other records only fill the base's empty fields, add their identifiers and categories,
+The other records only fill the base's empty fields (a title in capitals takes another
+record's same title as written: Paper.merge), add their identifiers and categories,
 and are listed in its `sources` (file, line, format, and the identifier that matched). Every
 merge is returned as a `Merge`, so the ingest reports it: nothing is replaced silently.
 """

@@ -78,8 +78,22 @@ class Paper:
             if not getattr(self, name) and getattr(self, described) == getattr(other, described):
                 setattr(self, name, getattr(other, name))
         self.ids = {**other.ids, **self.ids}  # every identifier either record has
+        if other.title and recased(self.title, other.title):
+            self.label = other.title if self.label == self.title else self.label
+            self.title = other.title
         if other.title and self.label != self.title:
             self.label = self.title or self.label
+
+
+def recased(title: str | None, other: str) -> bool:
+    """`other` is `title` as written where `title` is in capitals (a typed-in record, an old
+    database: "DEEP LEARNING FOR X"; a one-word title such as "BERT" is a name): the id,
+    made from the title in lower case, is the same for both."""
+    def shouted(text: str) -> bool:
+        return text.isupper() and len(text.split()) > 1
+
+    return bool(title and shouted(title) and not shouted(other) and other != other.lower()
+                and norm_text(other) == norm_text(title))
 
 
 def source_files(paper: Paper) -> list[str]:

@@ -12,7 +12,7 @@ from __future__ import annotations
 import re
 from typing import Any
 
-from rag.corpus.formats import _paper, gather, split_arxiv_id
+from rag.corpus.formats import _paper, exported_id, gather, split_arxiv_id
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper, preprint_server
 from rag.errors import ParseError
@@ -23,6 +23,8 @@ _TY = re.compile(r"^TY  - ")
 _ER = re.compile(r"^ER  -")
 _JOURNAL_TYPES = frozenset({"JOUR", "JFULL", "MGZN", "NEWS", "EJOUR"})
 _ARXIV = re.compile(r"(?:arxiv:\s*|arxiv\.org/(?:abs|pdf)/)(\S+?)(?:\.pdf)?$", re.IGNORECASE)
+JOURNAL_REF_NOTE = "Journal-ref:"  # an `N1` note that is the journal ref, labelled as arXiv labels it
+RAG_ID_NOTE = "rag-id:"  # an `N1` note of rag's own export: the paper's id (formats.exported_id)
 
 
 def detect(text: str) -> bool:
@@ -69,11 +71,22 @@ def _record_paper(record: dict[str, Any], path: str, line: int) -> Paper | None:
     venue = _first(record, "secondary_title", "journal_name", "alternate_title3", "alternate_title2") or None
     if venue and preprint_server(venue):
         venue = None
+    journal_ref = _labelled_note(record, JOURNAL_REF_NOTE)
+    if venue == journal_ref:
+        venue = None  # rag's export names a paper's journal ref as its journal when it has no venue
     journal = venue and record.get("type_of_reference") in _JOURNAL_TYPES
-    return _paper(abstract, title=_first(record, "title", "primary_title") or None, arxiv_id=_arxiv_id(record),
-                  authors=authors, author_names=author_names, venue=venue, venue_kind="journal" if journal else None,
-                  year=int(year.group(1)) if year else None, date="-".join(date.groups()) if date else None,
-                  doi=_first(record, "doi") or None, line=line)  # the DOI and date are checked by read_file
+    paper = _paper(abstract, title=_first(record, "title", "primary_title") or None, arxiv_id=_arxiv_id(record),
+                   authors=authors, author_names=author_names, venue=venue,
+                   venue_kind="journal" if journal else None, journal_ref=journal_ref,
+                   year=int(year.group(1)) if year else None, date="-".join(date.groups()) if date else None,
+                   doi=_first(record, "doi") or None, line=line)  # the DOI and date are checked by read_file
+    return exported_id(paper, _labelled_note(record, RAG_ID_NOTE))
+
+
+def _labelled_note(record: dict[str, Any], label: str) -> str | None:
+    """The rest of the first `N1` note that starts with `label`."""
+    return next((n.removeprefix(label).strip() for n in record.get("notes") or []
+                 if isinstance(n, str) and n.startswith(label)), None) or None
 
 
 def parse_ris(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:

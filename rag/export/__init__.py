@@ -27,7 +27,8 @@ from pylatexenc.latexencode import (
 )
 
 from rag.corpus.names import Name, paper_names
-from rag.corpus.paper import Paper, clean_doi, real_date
+from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date
+from rag.corpus.ris import JOURNAL_REF_NOTE, RAG_ID_NOTE
 from rag.errors import InputError
 from rag.export.keys import cite_keys
 
@@ -91,6 +92,13 @@ def _container(p: Paper) -> str | None:
 def _note(p: Paper) -> str | None:
     """The journal ref, when the venue took the container's place and the ref says more."""
     return p.journal_ref if p.venue and p.journal_ref and p.journal_ref != p.venue else None
+
+
+def _own_id(p: Paper) -> str | None:
+    """The paper id, where a reader would make another from the exported fields: a paper
+    without a title is exported under its label, an id may be given (JSON Lines `id`) or
+    told apart from another paper's. rag's readers take it back (formats.exported_id)."""
+    return None if p.paper_id == make_paper_id(p.arxiv_id, p.title or p.label, p.abstract) else p.paper_id
 
 
 def _url(p: Paper) -> str | None:
@@ -173,6 +181,11 @@ def _bibtex_entry(p: Paper, key: str) -> Entry:
         ("archivePrefix", "arXiv" if p.arxiv_id else None),
         ("url", _url(p)),
         ("note", latex(note) if (note := _note(p)) else None),
+        # The journal ref in a field of its own too, which styles do not print and rag reads
+        # back as the journal ref (the note and the container are read as no such thing);
+        # and the paper id, where the fields would make another (_own_id).
+        ("journal-ref", latex(p.journal_ref) if p.journal_ref else None),
+        ("rag-id", latex(own) if (own := _own_id(p)) else None),
         ("abstract", latex(p.abstract)),
     ]
     return Entry(_BIBTEX_TYPES[kind], key, [Field(k, v) for k, v in fields if v])
@@ -211,7 +224,9 @@ def _ris_record(p: Paper, key: str) -> dict[str, Any]:
         # T2 is the container of both (Zotero, EndNote); JO the journal's name (Mendeley)
         "secondary_title": _flat(_container(p) or "") if kind in ("conference", "journal") else None,
         "journal_name": _flat(_container(p) or "") if kind == "journal" else None,
-        "notes": [_flat(note)] if (note := _note(p)) else [],
+        # "Journal-ref:" as arXiv labels it, so that rag reads it back as the journal ref
+        "notes": [f"{label} {_flat(value)}" for label, value in ((JOURNAL_REF_NOTE, p.journal_ref),
+                                                                  (RAG_ID_NOTE, _own_id(p))) if value],
         "doi": _doi(p),
         "urls": [url] if (url := _url(p)) else [],
         "abstract": _flat(p.abstract),
@@ -254,6 +269,8 @@ def _csl_item(p: Paper, key: str) -> dict[str, Any]:
         "DOI": _doi(p),
         "URL": _url(p),
         "abstract": _flat(p.abstract),
+        # CSL's place for data with no variable of its own, which citeproc does not print
+        "custom": {k: _flat(v) for k, v in (("journal-ref", p.journal_ref), ("rag-id", _own_id(p))) if v},
     }
     return {k: v for k, v in item.items() if v}
 

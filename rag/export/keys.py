@@ -1,5 +1,5 @@
 """Citation keys: the first author's family name, the year and the first title word, with
-a, b, ... for papers of one index that would share one."""
+a, b, ... for papers of one index that would share one; never a bare year."""
 
 from __future__ import annotations
 
@@ -9,6 +9,7 @@ from collections.abc import Iterable
 
 from rag.corpus.names import paper_names
 from rag.corpus.paper import Paper
+from rag.corpus.text import system_name
 
 _TITLE_STOP = frozenset({
     "a", "an", "the", "on", "of", "in", "for", "to", "and", "with", "toward", "towards", "via",
@@ -30,11 +31,21 @@ def _ascii(text: str) -> str:
     return re.sub(r"[^a-z0-9]", "", plain.lower())
 
 
+def _first_word(text: str) -> str:
+    """The first word that is not "a", "the", "on"... (else the first word) in ASCII."""
+    words = [_ascii(w) for w in text.split()]
+    return next((w for w in words if w and w not in _TITLE_STOP), next(filter(None, words), ""))
+
+
 def _base_key(p: Paper) -> str:
     first = paper_names(p.authors[:1], p.author_names[:1])
     author = _ascii(first[0].get("family") or first[0].get("literal", "")) if first else ""
-    words = [_ascii(w) for w in (p.title or p.label).split()]
-    word = next((w for w in words if w and w not in _TITLE_STOP), next(filter(None, words), ""))
+    word = _first_word(p.title or p.label)
+    if not author and not word:
+        # A title with no ASCII letter (大规模…, Кэширование…) and no author (or one written
+        # so): the key was the bare year, "2023a". The name the abstract gives the paper, or
+        # its first word, else "paper", before the year.
+        word = _first_word(system_name(p.abstract) or "") or _first_word(p.abstract) or "paper"
     year = str(p.year or "")
     key = f"{author}{year}{word}" if author else f"{word}{year}"
     return key or "paper"

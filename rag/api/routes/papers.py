@@ -9,6 +9,7 @@ from typing import Annotated, Any, Literal
 
 from fastapi import APIRouter, Query
 from fastapi.responses import Response, StreamingResponse
+from pydantic import ValidationError
 
 from rag.api import relay
 from rag.api.deps import (
@@ -84,7 +85,12 @@ async def search(
 ) -> Any:
     if not q.strip():  # a 422 naming the field, as the empty query is
         raise field_error(("query", "q"), "the query is empty", "string_too_short")
-    filters = AskOptions(venue=venue, year=year, source=source, category=category).to_filters()
+    try:
+        options = AskOptions(venue=venue, year=year, source=source, category=category)
+    except ValidationError as exc:  # a 422 naming the parameter, as the request models give
+        err = exc.errors()[0]
+        raise field_error(("query", *err["loc"]), err["msg"], err["type"]) from None
+    filters = options.to_filters()
     retriever = pipeline.retriever
     hits = await relay.run_blocking(executor, lambda: retriever.search(q, k, filters))
     return search_public(q, settings.index, hits)
