@@ -1,0 +1,76 @@
+"""How well P(answerable) tells answerable questions from unanswerable ones, whatever the bound:
+the ROC AUC of the shipped answer model's probability, and of each of its features alone, over
+the fact and unanswerable questions of a question set. Prints a table; not a test.
+
+    RAG_HOME=H .venv/bin/rag ingest seeds/
+    RAG_HOME=H .venv/bin/python benchmarks/answerable_auc.py [--set evals/unseen/named-papers.yaml]
+
+Each question goes through the pipeline's own decision (`SourceChooser.decide`: retrieval,
+the paper models, then the question's features and the answer model), as `rag ask` makes it.
+A feature the index cannot measure (NaN) counts as the set's mean of it. AUC 0.5 is chance; a
+feature under 0.5 ranks the wrong way.
+"""
+
+from __future__ import annotations
+
+import argparse
+import math
+import sys
+from pathlib import Path
+
+ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from rag.answering.pipeline import Pipeline  # noqa: E402
+from rag.answering.questions import is_list_question, topic_of  # noqa: E402
+from rag.config import Settings  # noqa: E402
+from rag.eval.sets import load_set  # noqa: E402
+from rag.retrieve import metadata as metadata_match  # noqa: E402
+
+
+def auc(pos: list[float], neg: list[float]) -> float:
+    """P(a random positive scores above a random negative), ties counting half."""
+    return sum((a > b) + 0.5 * (a == b) for a in pos for b in neg) / (len(pos) * len(neg))
+
+
+def main() -> None:
+    ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    ap.add_argument("--set", type=Path, default=ROOT / "evals" / "unseen" / "named-papers.yaml")
+    args = ap.parse_args()
+    pipeline = Pipeline(Settings())
+    rel = pipeline.chooser.relevance
+    rows, answerable = [], []
+    for q in load_set(args.set):
+        if q.kind not in ("fact", "unanswerable"):
+            continue
+        question = q.turns[0]
+        list_q = is_list_question(question)
+        text = topic_of(question) if list_q else question
+        hits = pipeline.retriever.search(text, rel.pool_size(list_q))
+        if not hits:
+            continue
+        meta = {m.paper_id: m.points
+                for m in metadata_match.index_for(pipeline.retriever.snapshot()).match(question)}
+        named = set(rel.named(question, [h.paper for h in hits]))
+        qvec = pipeline.retriever.embed_query(text)
+        paper_rows = rel.paper_rows(text, qvec, hits, meta, named)
+        probs = rel.models["member" if list_q else "source"].probabilities(paper_rows)
+        row = rel.question_row(question, text, qvec, hits, paper_rows, probs, named, list_q)
+        row["P(answerable)"] = rel.models["answer"].probability(row)
+        rows.append(row)
+        answerable.append(q.kind == "fact")
+    n_pos = sum(answerable)
+    print(f"{args.set}: {n_pos} fact, {len(rows) - n_pos} unanswerable questions")
+    print(f"{'signal':<16} {'ROC AUC':>7}")
+    for name in ["P(answerable)", *rel.models["answer"].names]:
+        values = [r[name] for r in rows]
+        seen = [v for v in values if not math.isnan(v)]
+        fill = sum(seen) / len(seen) if seen else 0.0
+        values = [fill if math.isnan(v) else v for v in values]
+        pos = [v for v, a in zip(values, answerable, strict=True) if a]
+        neg = [v for v, a in zip(values, answerable, strict=True) if not a]
+        print(f"{name:<16} {auc(pos, neg):7.3f}")
+
+
+if __name__ == "__main__":
+    main()
