@@ -5,8 +5,8 @@ the fact and unanswerable questions of a question set. Prints a table; not a tes
     RAG_HOME=H .venv/bin/rag ingest seeds/
     RAG_HOME=H .venv/bin/python benchmarks/answerable_auc.py [--set evals/unseen/named-papers.yaml]
 
-Each question goes through the pipeline's own decision (`SourceChooser.decide`: retrieval,
-the paper models, then the question's features and the answer model), as `rag ask` makes it.
+Each question is measured as the pipeline's own decision measures it (`Relevance.measure`:
+retrieval, the paper models, the question's features), as `rag ask` does.
 A feature the index cannot measure (NaN) counts as the set's mean of it. AUC 0.5 is chance; a
 feature under 0.5 ranks the wrong way.
 """
@@ -25,7 +25,6 @@ from rag.answering.pipeline import Pipeline  # noqa: E402
 from rag.answering.questions import is_list_question, topic_of  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.eval.sets import load_set  # noqa: E402
-from rag.retrieve import metadata as metadata_match  # noqa: E402
 
 
 def auc(pos: list[float], neg: list[float]) -> float:
@@ -49,13 +48,7 @@ def main() -> None:
         hits = pipeline.retriever.search(text, rel.pool_size(list_q))
         if not hits:
             continue
-        meta = {m.paper_id: m.points
-                for m in metadata_match.index_for(pipeline.retriever.snapshot()).match(question)}
-        named = set(rel.named(question, [h.paper for h in hits]))
-        qvec = pipeline.retriever.embed_query(text)
-        paper_rows = rel.paper_rows(text, qvec, hits, meta, named)
-        probs = rel.models["member" if list_q else "source"].probabilities(paper_rows)
-        row = rel.question_row(question, text, qvec, hits, paper_rows, probs, named, list_q)
+        row = rel.measure(question, hits, list_question=list_q, topic=text)[0]
         row["P(answerable)"] = rel.models["answer"].probability(row)
         rows.append(row)
         answerable.append(q.kind == "fact")

@@ -319,15 +319,8 @@ class Relevance:
         call."""
         if not hits:
             return Decision(False, 0.0, [], {}, [])
-        text = topic if list_question else question
-        snap = self.retriever.snapshot()
-        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(question)}
-        named = set(self.named(question, [h.paper for h in hits]))
-        qvec = self.retriever.embed_query(text)
-        rows = self.paper_rows(text, qvec, hits, meta, named)
+        qrow, probs, named, meta = self.measure(question, hits, list_question=list_question, topic=topic)
         model = self.models["member" if list_question else "source"]
-        probs = model.probabilities(rows)
-        qrow = self.question_row(question, text, qvec, hits, rows, probs, named, list_question)
         p_answer = self.models["answer"].probability(qrow)
         scores = {h.paper.paper_id: float(p) for h, p in zip(hits, probs, strict=True)}
         ranked = sorted(hits, key=lambda h: (-(h.paper.paper_id in named) * (not list_question),
@@ -343,6 +336,20 @@ class Relevance:
             members = ranked[:1]
         named_ids = [h.paper.paper_id for h in ranked if h.paper.paper_id in named or meta.get(h.paper.paper_id)]
         return Decision(answerable, p_answer, members, scores, named_ids, borderline)
+
+    def measure(self, question: str, hits: list[PaperHit], *, list_question: bool, topic: str
+                ) -> tuple[dict[str, float], np.ndarray, set[str], dict[str, float]]:
+        """What `decide` weighs: the question's features, each candidate's probability (of
+        the member or source model), the papers the question names and its metadata matches."""
+        text = topic if list_question else question
+        snap = self.retriever.snapshot()
+        meta = {m.paper_id: m.points for m in metadata_match.index_for(snap).match(question)}
+        named = set(self.named(question, [h.paper for h in hits]))
+        qvec = self.retriever.embed_query(text)
+        rows = self.paper_rows(text, qvec, hits, meta, named)
+        probs = self.models["member" if list_question else "source"].probabilities(rows)
+        qrow = self.question_row(question, text, qvec, hits, rows, probs, named, list_question)
+        return qrow, probs, named, meta
 
     def best_sentences(self, question: str, paper: Paper, qvec: np.ndarray) -> list[tuple[float, str]]:
         """The sentences of the paper's abstract with the probability that each answers the
