@@ -73,12 +73,17 @@ def test_forced_cuda_without_one_names_what_to_install() -> None:
     assert "torch" in err.value.hint
 
 
-def test_torch_path_gives_the_onnx_token_sums(texts: list[str]) -> None:
+@pytest.mark.parametrize("device", [
+    "cpu",
+    pytest.param("cuda", marks=pytest.mark.skipif(not embed_gpu.cuda_torch(),
+                                                   reason="needs CUDA torch and an NVIDIA GPU")),
+])
+def test_torch_path_gives_the_onnx_token_sums(texts: list[str], device: str) -> None:
     """Pooled chunk vectors (RAG_CHUNK_VECTORS=sentences) are made of each text's content
     tokens' summed states: the GPU path must give what the ONNX path gives, or an index
     built on a GPU would hold other chunk vectors."""
-    torch_cpu = embed_gpu.TorchEmbedder(Settings().model_cache, device="cpu")
-    vectors, sums, counts = torch_cpu.embed_sums(texts, batch=8)
+    torch_path = embed_gpu.get_torch_embedder(Settings().model_cache, device)
+    vectors, sums, counts = torch_path.embed_sums(texts, batch=8)
     o_vectors, o_sums, o_counts = get_embedder(Settings().model_cache, precision="fp32").embed_sums(texts)
     assert counts.tolist() == o_counts.tolist() and counts.min() >= 1
     assert _min_cosine(vectors, o_vectors) >= 0.999
