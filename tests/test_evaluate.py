@@ -282,10 +282,16 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("nnone:\n  min: {faithfulness: 0.99}\n", "`nnone` is not a section (none, ollama, judge)"),
-    ("- none\n", "a thresholds file must be a mapping of sections"),
+    ("nnone:\n  min: {faithfulness: 0.99}\n", "1: `nnone` is not a section (none, ollama, judge)"),
+    ("- none\n", "1: a thresholds file must be a mapping of sections"),
+    # the line of the field at fault, as the question sets' errors give it
+    ("none:\n  min: {faithfulness: 0.9}\n  heldout:\n    max:\n      fact_recall: 0.2\n",
+     "5: none.heldout.max.fact_recall is not a maximum metric"),
+    ("none:\n  min:\n    faithfulness: 0.9\n    fact_recall: 90\n",
+     "4: none.min.fact_recall must be a number in [0, 1]"),
+    ("none:\n  mni: {faithfulness: 0.9}\n", "2: none.mni is not `min`, `max` or a split"),
 ])
-def test_a_misspelt_thresholds_section_is_an_error_not_an_open_gate(tmp_path: Path, text: str,
+def test_a_bad_thresholds_file_is_an_error_naming_its_line_not_an_open_gate(tmp_path: Path, text: str,
                                                                     message: str) -> None:
     """CI gates on this file: a section name with a typo checked nothing and exited 0."""
     from rag.errors import InputError
@@ -295,7 +301,7 @@ def test_a_misspelt_thresholds_section_is_an_error_not_an_open_gate(tmp_path: Pa
     path.write_text(text)
     with pytest.raises(InputError) as exc:
         load_split_thresholds(path, "none")
-    assert str(exc.value).startswith(f"{path}: {message}")
+    assert str(exc.value).startswith(f"{path}:{message}")
 
 
 def test_an_out_that_cannot_hold_reports_is_refused_before_the_questions_run(

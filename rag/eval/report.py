@@ -34,18 +34,34 @@ Bounds = dict[str, tuple[str, float]]
 SECTIONS = ("none", "ollama", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
 
 
-def _bounds(path: Path, where: str, section: Any) -> Bounds:
+def _key_lines(text: str) -> dict[tuple[str, ...], int]:
+    """The line of every key of a YAML file, by its path of keys (("none", "min",
+    "faithfulness"): 3), so that an error names the line as the question sets' errors do."""
+    out: dict[tuple[str, ...], int] = {}
+
+    def walk(node: Any, keys: tuple[str, ...]) -> None:
+        if isinstance(node, yaml.MappingNode):
+            for key, value in node.value:
+                out[(*keys, str(key.value))] = key.start_mark.line + 1
+                walk(value, (*keys, str(key.value)))
+    walk(yaml.compose(text, Loader=yaml.SafeLoader), ())
+    return out
+
+
+def _bounds(at: Any, keys: tuple[str, ...], section: Any) -> Bounds:
+    where = ".".join(keys)
     if not isinstance(section, dict) or any(not isinstance(section.get(op) or {}, dict)
                                             for op in ("min", "max")):
-        raise InputError(f"{path}: section `{where}` must map `min`/`max` to metric: bound", _HINT)
+        raise InputError(f"{at(*keys)}: section `{where}` must map `min`/`max` to metric: bound", _HINT)
     out: Bounds = {}
     for op in ("min", "max"):
         for name, bound in (section.get(op) or {}).items():
             if METRICS.get(name) != op:
-                raise InputError(f"{path}: {where}.{op}.{name} is not a {op}imum metric",
+                raise InputError(f"{at(*keys, op, name)}: {where}.{op}.{name} is not a {op}imum metric",
                                  f"{op} metrics: " + ", ".join(k for k, v in METRICS.items() if v == op))
             if not isinstance(bound, (int, float)) or not 0 <= bound <= 1:
-                raise InputError(f"{path}: {where}.{op}.{name} must be a number in [0, 1]", _HINT)
+                raise InputError(f"{at(*keys, op, name)}: {where}.{op}.{name} must be a number in [0, 1]",
+                                 _HINT)
             out[name] = (op, float(bound))
     return out
 
@@ -53,31 +69,36 @@ def _bounds(path: Path, where: str, section: Any) -> Bounds:
 def load_split_thresholds(path: Path, llm: str) -> dict[str, Bounds]:
     """{"all": bounds for the whole set, "fit"/"heldout": bounds for that split} for this --llm
     from a thresholds.yaml ({} if none). CI gates on `heldout`: figures on questions that no
-    parameter was fitted to."""
+    parameter was fitted to. Errors name the file and the line."""
     if not path.exists():
         return {}
+    text = path.read_text(encoding="utf-8")
     try:
-        data = yaml.safe_load(path.read_text(encoding="utf-8")) or {}
+        data = yaml.safe_load(text) or {}
+        lines = _key_lines(text)
     except yaml.YAMLError as exc:
         raise InputError(f"{path}: not valid YAML ({exc})", "see evals/README.md") from None
+
+    def at(*keys: str) -> str:
+        return f"{path}:{lines[keys]}" if keys in lines else str(path)
     if not isinstance(data, dict):
-        raise InputError(f"{path}: a thresholds file must be a mapping of sections", _HINT)
+        raise InputError(f"{path}:1: a thresholds file must be a mapping of sections", _HINT)
     unknown = sorted(map(str, set(data) - set(SECTIONS)))
     if unknown:  # a misspelt section would leave the gate with nothing to check
-        raise InputError(f"{path}: `{unknown[0]}` is not a section ({', '.join(SECTIONS)})", _HINT)
+        raise InputError(f"{at(unknown[0])}: `{unknown[0]}` is not a section ({', '.join(SECTIONS)})", _HINT)
     section = data.get(llm)
     if section is None:
         return {}
     if not isinstance(section, dict):
-        raise InputError(f"{path}: section `{llm}` must be a mapping", _HINT)
-    unknown = sorted(set(section) - {"min", "max", *SPLITS})
+        raise InputError(f"{at(llm)}: section `{llm}` must be a mapping", _HINT)
+    unknown = sorted(set(map(str, section)) - {"min", "max", *SPLITS})
     if unknown:
-        raise InputError(f"{path}: {llm}.{unknown[0]} is not `min`, `max` or a split ({', '.join(SPLITS)})",
-                         _HINT)
-    out = {"all": _bounds(path, llm, section)} if {"min", "max"} & set(section) else {}
+        raise InputError(f"{at(llm, unknown[0])}: {llm}.{unknown[0]} is not `min`, `max` or a split "
+                         f"({', '.join(SPLITS)})", _HINT)
+    out = {"all": _bounds(at, (llm,), section)} if {"min", "max"} & set(section) else {}
     for split in SPLITS:
         if split in section:
-            out[split] = _bounds(path, f"{llm}.{split}", section[split])
+            out[split] = _bounds(at, (llm, split), section[split])
     return out
 
 
