@@ -321,6 +321,13 @@ def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_go
         assert not any("Skrull outperforms DeepSpeed" in body for body in loaded)
 
         ingest([tmp_path / "new.jsonl"], seeded_settings.model_copy(update={"home": srv.home}), show_progress=False)
+        # The server reads the index's version at most once a second (rag.store's VERSION_TTL):
+        # a question sent within it may still be answered from the 60 papers. Ask once the
+        # server counts 61, as a user would after a second or two.
+        for _ in range(300):
+            if httpx.get(srv.url + "/health", timeout=10).json()["papers"] == 61:
+                break
+            page.wait_for_timeout(100)
         ask(page, "By how much does Quokka cut pipeline bubbles?", "none")
         page.wait_for_selector(".answer.final", timeout=30_000)
         assert "63%" in page.text_content(".answer.final .answer-text")
