@@ -65,12 +65,6 @@ def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
     for n, elem in enumerate(xml_elements(
             path, source, stream, tags, redo="save the feed again",
             no_entities="arXiv feeds declare no entities: is this file from the arXiv API?"), 1):
-        try:
-            paper = entry_paper(elem, source, n)
-        except ParseError as exc:
-            stream.problems.append(exc)
-            continue
-        if paper is None:
-            stream.leave_out("arXiv feed entries without an abstract")
-        else:
+        paper = stream.take("arXiv feed entries without an abstract", entry_paper, elem, source, n)
+        if paper is not None:
             yield paper

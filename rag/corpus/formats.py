@@ -83,21 +83,14 @@ R = TypeVar("R")
 def gather(records: Iterable[tuple[int, R]], to_paper: Callable[[R, str, int], Paper | None], path: str,
            no_abstract: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
     """The papers of a file's records ((line, record)), the problems of those `to_paper`
-    cannot read, and how many it left out (None: no abstract), counted under `no_abstract`."""
-    papers: list[Paper] = []
-    problems: list[ParseError] = []
-    left_out = 0
-    for line, record in records:
-        try:
-            paper = to_paper(record, path, line)
-        except ParseError as exc:
-            problems.append(exc)
-            continue
-        if paper is None:
-            left_out += 1
-        else:
-            papers.append(paper)
-    return papers, problems, {no_abstract: left_out} if left_out else {}
+    cannot read, and how many it left out (None: no abstract), counted under `no_abstract`
+    (as a streaming reader's `Stream.take`)."""
+    from rag.corpus.streams import Stream
+
+    stream = Stream("", iter(()))
+    papers = [paper for line, record in records
+              if (paper := stream.take(no_abstract, to_paper, record, path, line)) is not None]
+    return papers, stream.problems, stream.left_out
 
 
 def _other_layout(line: str, layout: str) -> str | None:

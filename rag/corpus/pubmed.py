@@ -142,12 +142,6 @@ def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
             stream.deleted.extend((p.text or "").strip() for p in elem.findall("PMID"))
         else:
             n += 1
-            try:
-                paper = article_paper(elem, source, n)
-            except ParseError as exc:
-                stream.problems.append(exc)
-                continue
-            if paper is None:
-                stream.leave_out("PubMed articles without an abstract")
-            else:
+            paper = stream.take("PubMed articles without an abstract", article_paper, elem, source, n)
+            if paper is not None:
                 yield paper

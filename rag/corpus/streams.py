@@ -41,6 +41,19 @@ class Stream:
     def leave_out(self, why: str, n: int = 1) -> None:
         self.left_out[why] = self.left_out.get(why, 0) + n
 
+    def take(self, no_abstract: str, make: Callable[..., Paper | None], *record: Any) -> Paper | None:
+        """The paper `make(*record)` reads from one record: a record it cannot read is a
+        problem of the stream, one without an abstract (None) is left out, counted under
+        `no_abstract`."""
+        try:
+            paper = make(*record)
+        except ParseError as exc:
+            self.problems.append(exc)
+            return None
+        if paper is None:
+            self.leave_out(no_abstract)
+        return paper
+
     @classmethod
     def of(cls, layout: str, produce: Callable[[Stream], Iterator[Paper]]) -> Stream:
         """A stream whose papers `produce` yields, reporting into the stream itself."""
