@@ -5,8 +5,8 @@ the fact and unanswerable questions of a question set. Prints a table; not a tes
     RAG_HOME=H .venv/bin/rag ingest seeds/
     RAG_HOME=H .venv/bin/python benchmarks/answerable_auc.py [--set evals/unseen/named-papers.yaml]
 
-Each question is measured as the pipeline's own decision measures it (`Relevance.measure`:
-retrieval, the paper models, the question's features), as `rag ask` does.
+Each question is measured as the pipeline's own decision measures it (`SourceChooser.candidates`,
+then `Relevance.measure`: retrieval, the paper models, the question's features), as `rag ask` does.
 A feature the index cannot measure (NaN) counts as the set's mean of it. AUC 0.5 is chance; a
 feature under 0.5 ranks the wrong way.
 """
@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rag.answering.pipeline import Pipeline  # noqa: E402
-from rag.answering.questions import is_list_question, topic_of  # noqa: E402
+from rag.answering.questions import is_list_question  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.eval.sets import load_set  # noqa: E402
 
@@ -42,13 +42,11 @@ def main() -> None:
     for q in load_set(args.set):
         if q.kind not in ("fact", "unanswerable"):
             continue
-        question = q.turns[0]
-        list_q = is_list_question(question)
-        text = topic_of(question) if list_q else question
-        hits = pipeline.retriever.search(text, rel.pool_size(list_q))
+        list_q = is_list_question(q.turns[0])
+        topic, hits = pipeline.chooser.candidates(q.turns[0], None, list_q)
         if not hits:
             continue
-        row = rel.measure(question, hits, list_question=list_q, topic=text)[0]
+        row = rel.measure(q.turns[0], hits, list_question=list_q, topic=topic)[0]
         row["P(answerable)"] = rel.models["answer"].probability(row)
         rows.append(row)
         answerable.append(q.kind == "fact")

@@ -54,10 +54,16 @@ class SourceChooser:
                with_model: bool = False) -> Decision:
         """The relevance decision over the papers retrieval finds for the question (for a list
         question: for its topic, from a pool that grows with the index)."""
-        topic = topic_of(question) if list_question else question
-        hits = self.retriever.search(topic, self.relevance.pool_size(list_question), filters)
+        topic, hits = self.candidates(question, filters, list_question)
         return self.relevance.decide(question, hits, list_question=list_question, topic=topic,
                                      with_model=with_model)
+
+    def candidates(self, question: str, filters: Filters | None, list_question: bool
+                   ) -> tuple[str, list[PaperHit]]:
+        """What retrieval is asked (the question, or a list question's topic) and the papers
+        it finds, from a pool that grows with the index for a list."""
+        topic = topic_of(question) if list_question else question
+        return topic, self.retriever.search(topic, self.relevance.pool_size(list_question), filters)
 
     def choose(self, question: str, k: int, filters: Filters | None,
                with_model: bool = False) -> Selection:
