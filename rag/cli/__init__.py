@@ -139,10 +139,10 @@ cli.add_command(papers)
 cli.add_command(mcp_command)
 
 
-
 def _debug() -> bool:
     """RAG_DEBUG set to anything but nothing, 0, false, no or off: show tracebacks."""
     return os.environ.get("RAG_DEBUG", "").strip().lower() not in ("", "0", "false", "no", "off")
+
 
 def main() -> None:
     try:
