@@ -42,7 +42,10 @@ def main() -> None:
         precision = recall = 0.0
         for q in part:
             relevant = {p.removeprefix("id:") for p in q["papers"]}
-            heading = content_words(HEADING.search(q["note"]).group(1))
+            named = HEADING.search(q["note"])
+            if named is None:
+                raise SystemExit(f"{SET}: list {q['id']} does not name its MeSH heading in its note")
+            heading = content_words(named.group(1))
             members += len(relevant)
             silent += sum(not heading & words[p] for p in relevant)
             chosen = {p for p, w in words.items() if heading <= w}
