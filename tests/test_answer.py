@@ -240,6 +240,27 @@ def test_offline_follow_up_is_condensed_with_the_named_paper(offline) -> None:  
     assert labels(ans) == {"Skrull"} and "DeepSpeed" in ans.answer
 
 
+def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> None:  # type: ignore[no-untyped-def]
+    history: list[dict[str, str]] = []
+
+    def say(question: str):  # type: ignore[no-untyped-def]
+        ans = offline.answer(question, history=list(history))
+        history.extend([{"role": "user", "content": question}, {"role": "assistant", "content": ans.answer}])
+        return ans
+
+    say("What does DynaPipe do?")
+    say("And what does it use to get there?")  # a follow-up of a follow-up, whatever it answers
+    ans = say("Which dataset is it evaluated on?")
+    assert "DynaPipe" in ans.standalone_question and "FLANv2" in ans.answer
+    assert labels(ans) == {"DynaPipe"}
+    # "What about X?" asks the question before of another paper.
+    say("Who wrote Tutel?")
+    ans = say("What about MegaBlocks?")
+    assert "Trevor Gale" in ans.answer and labels(ans) == {"MegaBlocks"}
+    ans = say("And for Tutel?")
+    assert "Changho Hwang" in ans.answer and labels(ans) == {"Tutel"}
+
+
 # -- through Ollama (the test server) -----------------------------------------------------
 
 

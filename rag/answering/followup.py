@@ -2,11 +2,14 @@
 
 from __future__ import annotations
 
+import re
+from dataclasses import dataclass
+
 from rag.answering.names import CorpusNames
-from rag.answering.questions import FOLLOW_UP
+from rag.answering.questions import FOLLOW_UP, names_pattern
 from rag.errors import LLMError
 from rag.llm import Ollama
-from rag.prompts import Template
+from rag.prompts import NO_ANSWER, Template
 
 HISTORY_TURNS = 6  # turns shown to the model when it rewrites a follow-up
 # Only the start of a previous turn is scanned for paper names: a question is at most 2,000
@@ -30,16 +33,67 @@ def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
                 return rewritten.splitlines()[0].strip()
         except LLMError:
             pass
-    # Offline: a follow-up that leans on the conversation gets the names of the papers the
-    # last question was about (else its words), so retrieval finds the same papers.
-    if not (FOLLOW_UP.search(question) or len(question.split()) <= 4):
+    return _offline(question, history, names)
+
+
+# "What about Skrull?", "And for DynaPipe?", "How about Tutel?": the question before, asked of
+# another paper.
+ANOTHER = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b|^\W*and\s+(?:for|in|with)?\b", re.I)
+SHORT = 4  # words: a question this short leans on the conversation ("Who wrote it?", "Why?")
+
+
+@dataclass
+class _Turn:
+    """A user turn as the offline resolver reads it: its words and the papers it is about."""
+
+    text: str
+    about: list[str]  # lower-cased names: those it names, else those carried over from before
+    carried: bool  # `about` came from the conversation, not from `text`
+
+    def standalone(self, names: CorpusNames) -> str:
+        if not self.carried or not self.about:
+            return self.text
+        return f"{self.text.rstrip(' ?')} ({', '.join(names.display(n) for n in self.about)})?"
+
+
+def _offline(question: str, history: list[dict[str, str]], names: CorpusNames) -> str:
+    """Offline, a follow-up that leans on the conversation gets the names of the papers the
+    question before was about (else those its answer names, else the question before's words),
+    so retrieval finds the same papers. The conversation's own follow-ups are resolved first,
+    in order: "Who wrote it?" after "And what does it use?" after "What does DynaPipe do?" is
+    about DynaPipe, not about the words of the turn before."""
+    before: _Turn | None = None
+    answer = ""
+    for m in history[-4 * HISTORY_TURNS:]:
+        if m.get("role") == "user":
+            before, answer = _resolve(m["content"], before, answer, names), ""
+        elif m.get("role") == "assistant":
+            answer = m["content"]
+    if before is None:
         return question
-    answers = [m["content"] for m in history if m.get("role") == "assistant"]
-    named: list[str] = []
-    for text in (previous[-1], answers[-1] if answers else ""):
-        named = names.mentioned(text[:SCAN_CHARS])[:2]
-        if named:
-            break
+    return _resolve(question, before, answer, names).standalone(names)
+
+
+def _resolve(question: str, before: _Turn | None, answer: str, names: CorpusNames) -> _Turn:
+    """One user turn, read after the turn `before` (resolved) and the `answer` it got."""
+    own = names.mentioned(question[:SCAN_CHARS])
+    if before is None:
+        return _Turn(question, own, False)
+    if own and ANOTHER.search(question) and len(question.split()) <= SHORT:
+        # The question before, of the paper this one names: its names swapped for this one's,
+        # or this one's put where it carried the conversation's.
+        text = before.text
+        if not before.carried and before.about:
+            pattern = names_pattern(before.about)
+            text = pattern.sub(names.display(own[0]), text) if pattern else text
+            return _Turn(text, own, False)
+        return _Turn(text, own, True)
+    if not (FOLLOW_UP.search(question) or len(question.split()) <= SHORT):
+        return _Turn(question, own, False)
+    if before.about:
+        return _Turn(question, before.about[:2], True)
+    # An abstention's closest passages are not what the user was asking about.
+    named = [] if answer.startswith(NO_ANSWER) else names.mentioned(answer[:SCAN_CHARS])[:2]
     if named:
-        return f"{question.rstrip('?')} ({', '.join(names.display(n) for n in named)})?"
-    return f"{previous[-1][:SCAN_CHARS]} {question}"
+        return _Turn(question, named, True)
+    return _Turn(f"{before.standalone(names)[:SCAN_CHARS]} {question}", own, False)
