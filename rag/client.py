@@ -126,10 +126,11 @@ def check_index(remote: Remote, index: str | None) -> None:
 
 def remote_search(remote: Remote, query: str, k: int, venue: str | None = None,
                   year: str | int | None = None, source: str | None = None,
-                  category: str | None = None, index: str | None = None) -> dict[str, Any]:
+                  category: str | None = None, index: str | None = None,
+                  author: str | None = None) -> dict[str, Any]:
     """GET /search: the object `rag search --json` prints."""
     check_index(remote, index)
-    given = {"venue": venue, "year": year, "source": source, "category": category}
+    given = {"venue": venue, "year": year, "source": source, "category": category, "author": author}
     params = {"q": query, "k": k, **{k: v for k, v in given.items() if v not in (None, "")}}
     return _request(remote, "GET", "/search", params=params, read_timeout=60.0)
 

@@ -79,12 +79,13 @@ class AskOptions(BaseModel):
         None, max_length=500, description="Source file path contains this.")
     category: Annotated[str | None, NotBlank] = Field(
         None, max_length=100, description="arXiv category, e.g. cs.DC (papers that carry it).")
+    author: Annotated[str | None, NotBlank] = Field(
+        None, max_length=200, description="Only papers with this author: a surname or full name (Hwang, C. Hwang).")
 
     def to_filters(self) -> Filters:
         from rag.retrieve import Filters
 
-        extra = {"category": self.category} if self.category else {}
-        return Filters.parse(self.venue, self.year, self.source, **extra)
+        return Filters.parse(self.venue, self.year, self.source, category=self.category, author=self.author)
 
     def for_request(self) -> dict[str, Any]:
         """The fields a caller set, as a JSON request body carries them."""

@@ -125,6 +125,18 @@ def test_search_filters(client: TestClient) -> None:
     assert "year" in resp.json()["error"] and resp.json()["type"] == "InputError"
 
 
+def test_an_authors_papers_through_every_endpoint(client: TestClient) -> None:
+    hits = client.get("/search", params={"q": "training", "author": "Gale"}).json()["results"]
+    assert [h["title"].split(":")[0] for h in hits] == ["MegaBlocks"]
+    ans = client.post("/ask", json={"question": "What is MegaBlocks?",
+                                    "filters": {"author": "Trevor Gale"}}).json()
+    assert ans["citations"] and {c["title"].split(":")[0] for c in ans["citations"]} == {"MegaBlocks"}
+    resp = client.post("/v1/chat/completions", json={
+        "model": "rag-offline", "author": "Nobody Atall",
+        "messages": [{"role": "user", "content": "Which papers study mixture of experts?"}]})
+    assert "No papers match the filters: author Nobody Atall" in resp.json()["choices"][0]["message"]["content"]
+
+
 def test_ask_with_filters_in_either_place(client: TestClient) -> None:
     flat = client.post("/ask", json={"question": FACT_Q, "year": "1990"}).json()
     nested = client.post("/ask", json={"question": FACT_Q, "filters": {"year": "1990"}}).json()
@@ -239,7 +251,7 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
 @pytest.mark.parametrize(("method", "path", "payload", "field", "hint"), [
     ("get", "/papers", {"format": "pdf"}, "format", "format is one of 'json', 'bibtex', 'ris' or 'csl-json'"),
     ("post", "/ask", {"question": "hi", "filters": {"yaer": 2023}}, "filters.yaer",
-     "the fields of filters are: venue, year, source, category"),
+     "the fields of filters are: venue, year, source, category, author"),
     ("post", "/ask", {"question": "hi", "colour": "red"}, "colour", "the fields are: k, llm, model,"),
     ("post", "/ask", {"question": "hi", "k": 0}, "k", "k is a whole number from 1 to 50"),
     ("post", "/ask", {"question": "hi", "llm": "gpt"}, "llm", "llm is one of 'auto', 'ollama' or 'none'"),
@@ -251,6 +263,7 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
     ("post", "/ask", {"question": "hi", "year": " "}, "year", "year is a year or a range"),
     ("get", "/search", {"q": "moe", "venue": " "}, "venue", "leave it out to keep every paper"),
     ("get", "/search", {"q": "moe", "year": ""}, "year", "year is a year or a range"),
+    ("post", "/ask", {"question": "hi", "author": ""}, "author", "author is a surname or full name"),
     ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG], "venue": ""}, "venue",
      "leave it out to keep every paper"),
     ("post", "/chat", {"messages": [MSG] * 51}, "messages", "1..50 messages"),

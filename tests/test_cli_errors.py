@@ -93,6 +93,8 @@ def test_rag_debug_shows_the_traceback_and_keeps_the_exit_code(args: list[str], 
     (["ask", Q, "--venue", ""], "--venue is empty\n  hint: name a venue such as MLSys, or leave the option out"),
     (["search", "moe", "--year", " "], "--year is empty"),
     (["search", "moe", "--category", ""], "--category is empty"),
+    (["ask", Q, "--author", " "], "--author is empty\n  hint: give a surname or full name"),
+    (["search", "moe", "--author", "J."], "author filter 'J.' has no name in it"),
     (["chat", "--source", ""], "--source is empty"),
     (["search", "moe", "--index", ""], "--index is empty\n  hint: name an index such as scifact"),  # was the default
     (["ingest", "seeds", "--index", " "], "--index is empty"),

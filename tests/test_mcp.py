@@ -163,7 +163,7 @@ def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     ("no_such_tool", {}, "no_such_tool"),
     # an argument a tool does not take is refused, never dropped: the filter would go unapplied
     ("ask", {"question": "What does DynaPipe optimise?", "source": "no-such-file"},
-     "ask: unknown argument 'source'; the arguments are: question, venue, year, strict, index, max_chars"),
+     "ask: unknown argument 'source'; the arguments are: question, venue, year, author, strict, index, max_chars"),
     ("search_papers", {"query": "federated learning", "yaer": "2022"}, "unknown argument 'yaer'"),
     ("list_papers", {"category": "q-bio", "k": 3}, "unknown arguments 'category', 'k'; the arguments are: venue"),
 ])

@@ -110,6 +110,35 @@ def test_year_filter_single_and_ranges(retriever: Retriever, year: str, expected
     assert got == expected
 
 
+@pytest.mark.parametrize("author", ["Gale", "Trevor Gale", "T. Gale", "gale, trevor", "GALE"])
+def test_author_filter_takes_a_surname_or_a_name_as_people_write_it(retriever: Retriever, author: str) -> None:
+    hits = retriever.search("training", k=100, filters=Filters.parse(author=author))
+    assert [h.paper.title.split(":")[0] for h in hits] == ["MegaBlocks"]
+
+
+def test_author_filter_finds_every_paper_of_the_author_and_only_theirs(retriever: Retriever) -> None:
+    hits = retriever.search("deep learning", k=100, filters=Filters.parse(author="Bingsheng He"))
+    assert len(hits) >= 2 and all(any("Bingsheng He" in a for a in h.paper.authors) for h in hits)
+    # A surname matches the whole word, not a part of one: "He" is not "Hengrui" or "Zhen".
+    assert {h.paper.paper_id for h in hits} == {
+        h.paper.paper_id for h in retriever.search("deep learning", k=100, filters=Filters.parse(author="He Bingsheng"))}
+    assert retriever.search("training", k=100, filters=Filters.parse(author="T. Zale")) == []
+
+
+def test_author_names_match_whatever_their_accents() -> None:
+    from rag.retrieve.filters import by_author, name_words
+
+    assert by_author(name_words("Muller"), [name_words("Jörg Müller")])
+    assert by_author(name_words("Jörg MÜLLER"), [name_words("Muller, J.")])
+    assert not by_author(name_words("Mull"), [name_words("Jörg Müller")])
+    assert not by_author(name_words("Gale"), [name_words("G. Smith")])
+
+
+def test_an_author_filter_without_a_name_is_refused() -> None:
+    with pytest.raises(InputError, match="has no name in it"):
+        Filters.parse(author="C.")
+
+
 def test_source_filter(retriever: Retriever) -> None:
     hits = retriever.search("graph neural networks", k=100, filters=Filters.parse(source="003_"))
     assert len(hits) == 10

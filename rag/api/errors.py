@@ -149,6 +149,8 @@ FIELD_HINTS = {
     "source": "source is part of a source file's path, at most 500 characters; leave it out to keep every paper",
     "category": "category is an arXiv category (cs.DC, or cs for every cs.*), at most 100 characters; "
                 "leave it out to keep every paper",
+    "author": "author is a surname or full name (Hwang, Changho Hwang, C. Hwang), at most 200 "
+              "characters; leave it out to keep every paper",
     "role": "role is user, assistant or system, and the last message is the user's question",
     "content": f"a message is at most {MAX_MESSAGE_CHARS:,} characters, the last one (the "
                f"question) 1..{MAX_QUESTION}; all of them at most {MAX_TOTAL_CHARS:,} together",

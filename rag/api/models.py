@@ -167,10 +167,11 @@ class _Filters(BaseModel):
     year: YearFilter = None
     source: Annotated[str | None, NotBlank] = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
     category: Annotated[str | None, NotBlank] = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
+    author: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="An author's surname or full name.")
 
 
 class _AnswerOptions(AskOptions):
-    filters: _Filters | None = Field(None, description="venue/year/source/category (or give them at the top level).")
+    filters: _Filters | None = Field(None, description="venue/year/source/category/author (or give them at the top level).")
 
     def options(self) -> AskOptions:
         """The AskOptions of this request, filters given nested or at the top level."""

@@ -50,6 +50,7 @@ _BLANK_HINTS = {
     "year": "give a year or range such as 2023 or 2022-2023, or leave the option out to keep every paper",
     "source": "give part of a source file's path, or leave the option out to keep every paper",
     "category": "name an arXiv category such as cs.DC, or leave the option out to keep every paper",
+    "author": "give a surname or full name such as Hwang, or leave the option out to keep every paper",
     "index": "name an index such as scifact, or leave the option out for RAG_INDEX or 'default'",
 }
 
@@ -65,6 +66,8 @@ def _not_blank(ctx: click.Context, param: click.Parameter, value: str | None) ->
 
 
 def filter_options(fn: F) -> F:
+    fn = click.option("--author", callback=_not_blank,
+                      help="Only papers with this author (a surname or full name: Hwang, C. Hwang).")(fn)
     fn = click.option("--category", metavar="CAT", callback=_not_blank,
                       help="Only papers in this arXiv category (cs.DC; cs for all cs.*).")(fn)
     fn = click.option("--source", callback=_not_blank,

@@ -61,6 +61,8 @@ Source = Annotated[str | None, Field(max_length=500,
                                      description="Only papers read from a file whose path contains this.")]
 Category = Annotated[str | None, Field(max_length=100,
                                        description="Only papers in this arXiv category (cs.DC; cs for all cs.*).")]
+Author = Annotated[str | None, Field(max_length=200, description=(
+    "Only papers with this author: a surname or full name (Hwang, Changho Hwang, C. Hwang)."))]
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
@@ -132,19 +134,20 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         query: Annotated[str, Field(description="Topic, question or keywords.")],
         k: Annotated[int, Field(ge=1, le=MAX_K, description="How many papers.")] = 10,
         venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
-        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        author: Author = None, index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, SearchResult]:
         """Find papers in the library on a topic (hybrid semantic + keyword search). Returns
         each paper's id, title, year, arXiv id / DOI, score and its best-matching sentence.
         Use it to see what the library holds; use `ask` to get an answer."""
-        filters = {"venue": venue, "year": year, "source": source, "category": category}
+        filters = {"venue": venue, "year": year, "source": source, "category": category,
+                   "author": author}
         return await run(lambda: tools.search_papers(query, k, filters, index, max_chars),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def ask(
         question: Annotated[str, Field(description="The question, in plain words.")],
-        venue: Venue = None, year: Year = None,
+        venue: Venue = None, year: Year = None, author: Author = None,
         strict: Annotated[bool | None, Field(
             description="Drop sentences their citations do not support.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
@@ -153,7 +156,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         is checked against the abstracts it cites (verdict per sentence). When the abstracts
         do not answer it, it declines and shows the nearest evidence: do not answer from
         memory then. Prefer this over search_papers for any factual question about the papers."""
-        filters = {"venue": venue, "year": year}
+        filters = {"venue": venue, "year": year, "author": author}
         return await run(lambda: tools.ask(question, strict, filters, index, max_chars),
                          max_chars)
 
@@ -181,14 +184,14 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
 
     @server.tool(annotations=READ_ONLY)
     async def list_papers(
-        venue: Venue = None, year: Year = None, source: Source = None,
+        venue: Venue = None, year: Year = None, source: Source = None, author: Author = None,
         cursor: Annotated[str | None, Field(
             description="next_cursor of the previous page; leave out for the first page.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperPage]:
         """A page of the library's papers (id, title, year, arXiv id / DOI) with the total;
         call again with next_cursor until it is absent to see them all."""
-        filters = {"venue": venue, "year": year, "source": source}
+        filters = {"venue": venue, "year": year, "source": source, "author": author}
         return await run(lambda: tools.list_papers(filters, cursor, index, max_chars),
                          max_chars)
 

@@ -1,4 +1,4 @@
-"""Search filters (venue, year range, source file, arXiv category) and their translation into
+"""Search filters (venue, year range, source file, arXiv category, author) and their translation into
 metadata conditions the store evaluates itself, instead of a list of every allowed paper id.
 
 Year ranges and categories are exact conditions on stored metadata (`year`, `categories`).
@@ -9,12 +9,14 @@ members, never to a substring of a metadata string). So: a source becomes `$in` 
 merged from such a file but stored under another (few); a venue becomes conditions on
 the stored words of its fields, each partial word widened to the corpus's words that contain
 it. Both are supersets of the exact match; `Filters.accepts` then decides exactly on the few
-papers that come back.
+papers that come back. An author names few papers: they are found in the snapshot and named
+by id.
 """
 
 from __future__ import annotations
 
 import re
+import unicodedata
 from collections.abc import Iterable
 from dataclasses import astuple, dataclass
 from typing import Any
@@ -26,6 +28,25 @@ MAX_WIDENED = 64  # corpus words a partial venue word may stand for before it is
 NOTHING = {"paper_id": {"$in": ["\0none"]}}  # a condition no paper meets
 
 
+def name_words(text: str) -> list[str]:
+    """A person's name as lower-case words without accents: "Müller, J." -> ["muller", "j"]."""
+    folded = unicodedata.normalize("NFKD", text)
+    folded = "".join(c for c in folded if not unicodedata.combining(c)).lower()
+    return re.findall(r"[^\W_]+", folded)
+
+
+def by_author(wanted: list[str], authors: Iterable[list[str]]) -> bool:
+    """Whether one of the authors (each as name_words) is the person `wanted` names: each word
+    is a word of that author's name, or an initial of one or given by one ("Hwang", "Changho
+    Hwang", "C. Hwang", "Hwang, Changho"; "Changho Hwang" for a record's "C. Hwang"), whatever
+    the order and accents; one word at least, the surname, in full ("Gale" is not "G. Smith")."""
+    def same(w: str, h: str) -> bool:
+        return w == h or (len(w) == 1 and h.startswith(w)) or (len(h) == 1 and w.startswith(h))
+
+    return any(all(any(same(w, h) for h in have) for w in wanted)
+               and any(len(w) > 1 and w in have for w in wanted) for have in authors)
+
+
 @dataclass
 class Filters:
     venue: str | None = None
@@ -33,11 +54,17 @@ class Filters:
     year_to: int | None = None
     source: str | None = None
     category: str | None = None
+    author: str | None = None
 
     @classmethod
     def parse(cls, venue: str | None = None, year: str | int | None = None,
-              source: str | None = None, *, category: str | None = None) -> Filters:
-        f = cls(venue=venue or None, source=source or None, category=(category or "").strip() or None)
+              source: str | None = None, *, category: str | None = None,
+              author: str | None = None) -> Filters:
+        f = cls(venue=venue or None, source=source or None, category=(category or "").strip() or None,
+                author=" ".join((author or "").split()) or None)
+        if f.author and not any(len(w) > 1 for w in name_words(f.author)):
+            raise InputError(f"author filter {f.author!r} has no name in it",
+                             "give a surname or a full name: Hwang, Changho Hwang, C. Hwang")
         if year is not None and str(year).strip():
             text = str(year).strip()
             m = re.fullmatch(r"(\d{4})?\s*(?:-|\.\.|–)\s*(\d{4})?|(\d{4})", text)
@@ -69,7 +96,7 @@ class Filters:
             years = str(self.year_from) if self.year_from == self.year_to \
                 else f"{self.year_from or ''}-{self.year_to or ''}"
         parts = [("venue", self.venue), ("year", years), ("source", self.source),
-                 ("category", self.category)]
+                 ("category", self.category), ("author", self.author)]
         return ", ".join(f"{name} {value}" for name, value in parts if value is not None)
 
     def accepts(self, p: Paper) -> bool:
@@ -81,6 +108,8 @@ class Filters:
             return False
         if self.category and self.category.lower() not in category_keys(p.categories):
             return False
+        if self.author and not by_author(name_words(self.author), map(name_words, p.authors)):
+            return False
         return not (self.venue and self.venue.lower() not in venue_text(p))
 
 
@@ -91,7 +120,10 @@ class Conditions:
         words: set[str] = set()
         sources: set[str] = set()
         self._merged: dict[str, list[str]] = {}  # a file -> papers merged from it, stored under another
+        self._authors: list[tuple[str, list[list[str]]]] = []  # paper id -> its authors' name words
         for p in papers:
+            if p.authors:
+                self._authors.append((p.paper_id, [name_words(a) for a in p.authors]))
             words.update(venue_words(p))
             sources.add(p.source)
             for f in source_files(p)[1:]:
@@ -123,6 +155,12 @@ class Conditions:
             if not either:
                 return NOTHING
             conds.append(either[0] if len(either) == 1 else {"$or": either})
+        if f.author:
+            wanted = name_words(f.author)
+            ids = [pid for pid, authors in self._authors if by_author(wanted, authors)]
+            if not ids:
+                return NOTHING
+            conds.append({"paper_id": {"$in": ids}} if len(ids) > 1 else {"paper_id": ids[0]})
         if f.venue:
             venue = self._venue(f.venue.lower())
             if venue is NOTHING:

@@ -444,8 +444,10 @@ function requestBody(question) {
   body.llm = $("llm").value;
   const venue = $("venue").value.trim();
   const year = $("year").value.trim();
+  const author = $("author").value.trim();
   if (venue) body.venue = venue;
   if (year) body.year = year;
+  if (author) body.author = author;
   return body;
 }
 

@@ -147,8 +147,8 @@ async def list_models(settings: SettingsDep, light: LightExecutorDep) -> Any:
     "/chat/completions", response_model=ChatCompletionPublic, responses=OPENAI_ERRORS,
     summary="OpenAI chat completions (streaming and not)",
     description=(
-        "Accepts OpenAI's request plus the rag extensions k, strict, venue, year, source and "
-        "category. The last message is the question; system messages are passed to the model "
+        "Accepts OpenAI's request plus the rag extensions k, strict, venue, year, source, "
+        "category and author. The last message is the question; system messages are passed to the model "
         "as the client's preferences (rag's citation rules still win); a long conversation is "
         "trimmed to its last turns. `n` > 1 and tools are refused with 400. With `stream: "
         "true`: `chat.completion.chunk` events whose content is the checked answer sentence by "
@@ -166,7 +166,8 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     question, history = split_conversation(texts)
     instructions = "\n".join(t for r, t in texts if r in ("system", "developer") and t.strip())
     options = AskOptions(k=body.k, llm=llm, model=model, strict=body.strict, venue=body.venue,
-                         year=body.year, source=body.source, category=body.category)
+                         year=body.year, source=body.source, category=body.category,
+                         author=body.author)
     kwargs = {"history": history[-OPENAI_HISTORY:], "instructions": instructions or None}
     prompt = "\n".join(t for _, t in texts)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())

@@ -82,11 +82,12 @@ async def search(
     year: Annotated[str | None, Query(max_length=20, description="2023, 2022-2023, ...")] = None,
     source: Annotated[str | None, Query(max_length=500)] = None,
     category: Annotated[str | None, Query(max_length=100, description="arXiv category.")] = None,
+    author: Annotated[str | None, Query(max_length=200, description="An author's surname or full name.")] = None,
 ) -> Any:
     if not q.strip():  # a 422 naming the field, as the empty query is
         raise field_error(("query", "q"), "the query is empty", "string_too_short")
     try:
-        options = AskOptions(venue=venue, year=year, source=source, category=category)
+        options = AskOptions(venue=venue, year=year, source=source, category=category, author=author)
     except ValidationError as exc:  # a 422 naming the parameter, as the request models give
         err = exc.errors()[0]
         raise field_error(("query", *err["loc"]), err["msg"], err["type"]) from None
