@@ -92,6 +92,18 @@ class AskOptions(BaseModel):
         return self.model_dump(exclude_defaults=True)
 
 
+class FilterFields(BaseModel):
+    """The filters of an API request given apart (`"filters": {...}`), and of an OpenAI one."""
+
+    model_config = ConfigDict(extra="forbid")
+
+    venue: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="Venue/journal ref contains this.")
+    year: YearFilter = None
+    source: Annotated[str | None, NotBlank] = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
+    category: Annotated[str | None, NotBlank] = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
+    author: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="An author's surname or full name.")
+
+
 @dataclass(frozen=True)
 class Source:
     """A paper the answer may cite, under the number its [n] markers use."""

@@ -8,13 +8,14 @@ through rather than silently dropped.
 from __future__ import annotations
 
 import dataclasses
-from typing import Annotated, Any, Literal, get_type_hints
+from typing import Any, Literal, get_type_hints
 
 from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator, model_validator
 from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
-from rag.schema import MAX_K, MAX_QUESTION, AskOptions, NotBlank, YearFilter
+from rag.schema import MAX_K, MAX_QUESTION, AskOptions
+from rag.schema import FilterFields as _Filters
 
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
@@ -158,16 +159,6 @@ class AnswerPublic(_Public):
         description="When the answer abstains: the closest passages, which do not answer it.")
     export: ExportPublic | None = Field(
         None, description="The cited papers in the format `export` asked for (POST /ask).")
-
-
-class _Filters(BaseModel):
-    model_config = ConfigDict(extra="forbid")
-
-    venue: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="Venue/journal ref contains this.")
-    year: YearFilter = None
-    source: Annotated[str | None, NotBlank] = Field(None, max_length=500, description="Only papers read from a file whose path contains this (any of a merged paper's files).")
-    category: Annotated[str | None, NotBlank] = Field(None, max_length=100, description="arXiv category, e.g. cs.DC.")
-    author: Annotated[str | None, NotBlank] = Field(None, max_length=200, description="An author's surname or full name.")
 
 
 class _AnswerOptions(AskOptions):
