@@ -301,6 +301,14 @@ def test_a_filter_that_leaves_no_paper_is_said_once(page) -> None:  # type: igno
     assert page.text_content(".answer.final").count("No papers match the filters: year 3000.") == 1
 
 
+def test_the_author_box_answers_from_that_authors_papers(page) -> None:  # type: ignore[no-untyped-def]
+    page.fill("#author", "Trevor Gale")
+    ask(page, "Which papers study mixture-of-experts training?", "none")
+    page.wait_for_selector(".answer.final", timeout=30_000)
+    text = page.text_content(".answer.final")
+    assert "MegaBlocks" in text and "Tutel" not in text
+
+
 def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_gone(
         browser, seeded_settings, ollama, tmp_path) -> None:  # type: ignore[no-untyped-def]
     from rag.ingest import ingest
