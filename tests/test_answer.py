@@ -240,6 +240,18 @@ def test_offline_follow_up_is_condensed_with_the_named_paper(offline) -> None:  
     assert labels(ans) == {"Skrull"} and "DeepSpeed" in ans.answer
 
 
+def test_a_declined_question_for_a_field_the_record_lacks_says_so(offline) -> None:  # type: ignore[no-untyped-def]
+    ans = offline.answer("Who wrote Skrull?")  # seeds/000_* holds bare abstracts
+    assert ans.abstained
+    assert ans.notices == ["the record of Skrull in this index has no authors (seeds/000_1d593446947ebb0f.txt gives none)"]
+    ans = offline.answer("What is the DOI of MegaBlocks?")
+    assert ans.abstained and ans.notices == [
+        "the record of MegaBlocks in this index has no DOI (seeds/002_582fbc6f8791162a.txt gives none)"]
+    # A "when" that asks no date, and a record that has what is asked, say nothing of the record.
+    for question in ("When does Skrull balance long and short sequences?", "Who wrote Tutel?"):
+        assert not offline.answer(question).notices, question
+
+
 def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> None:  # type: ignore[no-untyped-def]
     history: list[dict[str, str]] = []
 

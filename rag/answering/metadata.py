@@ -6,7 +6,17 @@ import re
 from collections.abc import Callable
 
 from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META
+from rag.corpus.paper import Paper
+from rag.corpus.text import short_label
+from rag.relevance.features import RECORD_ASKS, record_fields
 from rag.schema import Source
+
+_FIELD_NAMES = {"authors": "authors", "arxiv_id": "arXiv id", "doi": "DOI", "venue": "venue",
+                "date": "date"}
+# "When was Skrull published?" asks the record for a date; "When does Skrull split batches?"
+# does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
+_ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
+                        r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
 
 _VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
 _VENUE_ASKS = ("venue", "published", "journal", "conference")
@@ -55,3 +65,16 @@ def metadata_answer(question: str, sources: list[Source],
     elif p.date or p.year:
         fact = f"{s.name} is dated {p.date or p.year}"
     return f"{fact} [{s.n}]." if fact else None
+
+
+def record_gap(question: str, paper: Paper) -> str | None:
+    """Why a question for a field of a named paper's record was declined, when the record has
+    no such field ("Who wrote Skrull?" over a file of bare abstracts): said, with where the
+    record was read from, so that the gap reads as the library's and not as a failure."""
+    fields = record_fields(paper)
+    missing = [_FIELD_NAMES[name] for name, pattern in RECORD_ASKS.items()
+               if (_ASKS_DATE if name == "date" else pattern).search(question) and not fields[name]]
+    if not missing:
+        return None
+    name = short_label(paper.title, paper.label)
+    return f"the record of {name} in this index has no {' or '.join(missing)} ({paper.source} gives none)"

@@ -20,6 +20,7 @@ from rag.answering.check import Checker
 from rag.answering.extractive import ExtractiveWriter
 from rag.answering.followup import condense
 from rag.answering.generate import Ending, messages, model_text
+from rag.answering.metadata import record_gap
 from rag.answering.names import CorpusNames
 from rag.answering.questions import is_list_question
 from rag.answering.sources import Selection, SourceChooser
@@ -29,6 +30,7 @@ from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
+from rag.relevance.features import RECORD_ASKS
 from rag.retrieve import Filters, Retriever
 from rag.schema import (
     Answer,
@@ -201,6 +203,9 @@ class Pipeline:
             else self._finish_table(run, chosen, checker, checked)
         if answer.abstained:
             answer.nearest = self.nearest(standalone, filters)
+            if gap := self._record_gap(standalone, filters):
+                answer.notices.append(gap)
+                yield NoticeEvent(gap)
         run.timings["total"] = (time.perf_counter() - started) * 1000
         yield DoneEvent(answer)
 
@@ -212,6 +217,15 @@ class Pipeline:
         run.timings.update(retrieve=elapsed, generate=0.0, check=0.0, total=elapsed)
         yield DoneEvent(self._answer(run, Selection([], is_list_question(question), 0), text=text,
                                      abstained=True, sources=[], sentences=[]))
+
+    def _record_gap(self, question: str, filters: Filters | None) -> str | None:
+        """What the record of the one paper a declined question names lacks of what it asks."""
+        if not any(p.search(question) for p in RECORD_ASKS.values()):
+            return None
+        hits = self.retriever.search(question, NEAREST, filters)
+        named = set(self.chooser.relevance.named(question, [h.paper for h in hits]))
+        papers = [h.paper for h in hits if h.paper.paper_id in named]
+        return record_gap(question, papers[0]) if len(papers) == 1 else None
 
     def nearest(self, question: str, filters: Filters | None) -> list[dict[str, object]]:
         """The passages closest to a question the abstracts do not answer, so the user can

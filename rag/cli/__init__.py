@@ -191,10 +191,15 @@ def _print_stream(events: Any) -> Any:
 
     done = None
     thinking_said = False
+    open_line = ended = False  # a notice after the answer's text starts a line of its own
     for ev in events:
         if isinstance(ev, SentenceEvent):
             click.echo(ev.delta, nl=False)
+            open_line, ended = not ev.delta.endswith("\n"), False
         elif isinstance(ev, NoticeEvent):
+            if open_line:
+                click.echo()
+                open_line, ended = False, True
             click.echo(ev.message, err=True)
         elif isinstance(ev, ProgressEvent) and not thinking_said:
             thinking_said = True
@@ -202,7 +207,8 @@ def _print_stream(events: Any) -> Any:
         elif isinstance(ev, DoneEvent):
             done = ev.answer
     assert done is not None
-    click.echo()
+    if not ended:
+        click.echo()
     rest = tail(done.to_public(), width=100)
     if rest:
         click.echo("\n" + rest)

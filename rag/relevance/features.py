@@ -86,12 +86,17 @@ def unknown_share(asked: set[str], stats: IndexStats) -> float:
     return sum(stats.idf(t) for t in asked if t not in stats.df) / total if total else 0.0
 
 
+def record_fields(paper: Paper) -> dict[str, Any]:
+    """What the paper's record holds for each field RECORD_ASKS names (empty: nothing)."""
+    return {"authors": paper.authors, "arxiv_id": paper.arxiv_id, "doi": paper.doi,
+            "venue": paper.venue or paper.journal_ref or metadata_match.venue_note(paper),
+            "date": paper.date or paper.year}
+
+
 def record_answers(question: str, paper: Paper) -> float:
     """1 when the question asks for a field of the paper's record (authors, arXiv id, DOI,
     venue, date) that the record has: the answer is in the record, not the abstract."""
-    fields = {"authors": paper.authors, "arxiv_id": paper.arxiv_id, "doi": paper.doi,
-              "venue": paper.venue or paper.journal_ref or metadata_match.venue_note(paper),
-              "date": paper.date or paper.year}
+    fields = record_fields(paper)
     return float(any(pattern.search(question) and fields[name] for name, pattern in RECORD_ASKS.items()))
 
 
