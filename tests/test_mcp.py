@@ -147,6 +147,22 @@ def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     assert listed["indexes"] == [{"index": "default", "papers": 60}]
 
 
+def test_optional_arguments_sent_empty_or_null_are_not_given(mcp: Session) -> None:
+    """Assistants fill the optional fields they leave unset with "" or null: each call is the
+    call without them, not an error that costs the user another turn."""
+    query = "pipeline parallelism"
+    assert mcp.ok("search_papers", query=query, k=None, venue="", year=" ", source=None,
+                  category="", index="", max_chars=None) == mcp.ok("search_papers", query=query)
+    answer = mcp.ok("ask", question="How much faster is Skrull than DeepSpeed?", venue="",
+                    year=None, strict="", index=None, max_chars="")
+    assert "3.76x" in answer["answer"] and not answer["declined"]
+    assert mcp.ok("list_papers", venue="", year=None, source=" ", cursor="")["total"] == 60
+    assert mcp.ok("export_citations", paper_ids=[DYNAPIPE], format=None, max_chars="")["text"].startswith("@")
+    # a required argument is still required
+    assert "the question is empty" in mcp.error("ask", question="", venue="")
+    assert "query: Input should be a valid string" in mcp.error("search_papers", query=None)
+
+
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("search_papers", {"query": "pipelines", "k": 500}, "k: Input should be less than or equal to 50"),
     ("search_papers", {"query": "   "}, "the query is empty"),

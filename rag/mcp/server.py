@@ -64,10 +64,16 @@ Category = Annotated[str | None, Field(max_length=100,
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 class RagMCPServer(MCPServer[Any]):
-    """MCPServer whose argument errors read as one line ("k: Input should be ..."), and that
+    """MCPServer whose argument errors read as one line ("k: Input should be ..."), that
     refuses arguments a tool does not take (the SDK drops them: a filter with a typo in its
-    name would go unapplied without a word)."""
+    name would go unapplied without a word), and that takes an optional argument sent as
+    null or "" as not given: assistants fill the fields they leave unset so (`"venue": ""`,
+    `"k": null`), and a refusal cost the user another turn for no fault of theirs."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
@@ -78,6 +84,9 @@ class RagMCPServer(MCPServer[Any]):
             named = ", ".join(quoted(key, 60) for key in unknown[:5])
             raise ToolError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {named}; "
                             f"the arguments are: {', '.join(accepted)}")
+        if tool:
+            required = tool.parameters.get("required", [])
+            arguments = {k: v for k, v in arguments.items() if k in required or not _unset(v)}
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
