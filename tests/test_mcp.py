@@ -163,6 +163,18 @@ def test_optional_arguments_sent_empty_or_null_are_not_given(mcp: Session) -> No
     assert "query: Input should be a valid string" in mcp.error("search_papers", query=None)
 
 
+def test_a_year_sent_as_a_number_filters_as_its_text(mcp: Session) -> None:
+    """A model reads "year" as a number and sends 2023: the filter `rag ask --year 2023` and
+    HTTP apply, and the schema says so (a client checking it would refuse the call)."""
+    schema = {t.name: t for t in mcp.tools()}["search_papers"].input_schema["properties"]["year"]
+    assert {"type": "integer"} in schema["anyOf"]
+    as_text = mcp.ok("list_papers", year="2023", max_chars=200_000)
+    assert mcp.ok("list_papers", year=2023, max_chars=200_000) == as_text and 0 < as_text["total"] < 60
+    hits = mcp.ok("search_papers", query="federated learning", year=2023)["results"]
+    assert hits and {h["year"] for h in hits} == {2023}
+    assert "year: Input should be a valid string" in mcp.error("list_papers", year=True)
+
+
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("search_papers", {"query": "pipelines", "k": 500}, "k: Input should be less than or equal to 50"),
     ("search_papers", {"query": "   "}, "the query is empty"),

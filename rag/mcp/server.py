@@ -15,7 +15,7 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, WithJsonSchema
 
 from rag import __version__
 from rag.errors import RagError
@@ -55,8 +55,19 @@ Index = Annotated[str | None, Field(
     description="Index to use (default: the server's); the resource rag://indexes lists them.")]
 Venue = Annotated[str | None, Field(max_length=200,
                                     description="Only papers whose venue/journal ref mentions this.")]
-Year = Annotated[str | None, Field(max_length=20,
-                                   description="Only papers from this year or range: 2023, 2022-2023.")]
+
+
+def _year_text(value: Any) -> Any:
+    """A year sent as a number, as a model reading "year" sends it (2023), read as its text;
+    true or false stays what it is, and is refused."""
+    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+
+
+# The schema offers a number too: a client that checks arguments against it would refuse 2023
+Year = Annotated[Annotated[str, Field(max_length=20)] | None, BeforeValidator(_year_text),
+                 WithJsonSchema({
+    "anyOf": [{"type": "string", "maxLength": 20}, {"type": "integer"}, {"type": "null"}],
+    "description": "Only papers from this year or range: 2023, 2022-2023."})]
 Source = Annotated[str | None, Field(max_length=500,
                                      description="Only papers read from a file whose path contains this.")]
 Category = Annotated[str | None, Field(max_length=100,
