@@ -172,3 +172,18 @@ def test_api_ask_exports_the_cited_papers_and_papers_takes_ids(client: TestClien
     assert [r["title"] for r in rispy.loads(got.text)] == ["FuseFPS", "HEAT", "Skrull"]
     assert client.post("/ask", json={"question": COMPARE_Q, "export": "pdf"}).status_code in (400, 422)
     assert client.post("/ask", json={"question": OFF_TOPIC}).json()["nearest"]
+
+
+def test_a_named_paper_outside_the_filters_gets_no_row(env, client: TestClient, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--year 2023` keeps a comparison to 2023's papers, as it keeps any answer: Skrull and
+    HEAT give no year, DynaPipe is of 2023."""
+    proc = run_rag("ask", "compare Skrull and DynaPipe", "--year", "2023", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    public = json.loads(proc.stdout)
+    assert [r["label"] for r in public["table"]["rows"]] == ["DynaPipe"]
+    assert [c["label"] for c in public["citations"]] == ["DynaPipe"]
+    assert "“Skrull” is outside the filters (year 2023)." in public["answer"].split("\n")[0]
+    # none of them within the filters: said, not a table of other 2023 papers
+    out = client.post("/ask", json={"question": "compare Skrull and HEAT", "year": "2023"}).json()
+    assert out["answer"] == "“Skrull”, “HEAT” are outside the filters (year 2023)."
+    assert out["abstained"] and out["table"] is None and out["citations"] == []

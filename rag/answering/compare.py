@@ -24,7 +24,7 @@ from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, as
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
-from rag.retrieve import PaperHit, Retriever
+from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
@@ -36,12 +36,27 @@ _RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|ve
 
 class Unplaced(list[str]):
     """Names the question gives that get no row: those the index does not have (the list),
-    and in `left_out` papers it has beyond MAX_ROWS. One list, so that a caller passing
-    `plan.missing` on to check_table passes both."""
+    in `left_out` papers it has beyond MAX_ROWS, and in `outside` papers it has that the
+    filters (described by `filters`) leave out. One list, so that a caller passing
+    `plan.missing` on to check_table passes them all."""
 
-    def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = ()) -> None:
+    def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = (),
+                 outside: Iterable[str] = (), filters: str = "") -> None:
         super().__init__(missing)
         self.left_out = list(left_out)
+        self.outside = list(outside)
+        self.filters = filters
+
+    def outside_filters(self) -> str:
+        """'“Skrull” is outside the filters (year 2023).', or ''."""
+        if not self.outside:
+            return ""
+        verb = "is" if len(self.outside) == 1 else "are"
+        return f"{', '.join(map(quoted, self.outside))} {verb} outside the filters ({self.filters})."
+
+    def said(self) -> str:
+        """Why the named papers get no row, when none does."""
+        return " ".join(x for x in (self.outside_filters(), not_in_index(self) if self else "") if x)
 
 
 @dataclass
@@ -57,6 +72,11 @@ class Plan:
 
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def not_in_index(names: list[str]) -> str:
+    """'“Zorblax” is not in the index.'"""
+    return f"{', '.join(map(quoted, names))} {'is' if len(names) == 1 else 'are'} not in the index."
 
 
 def quoted(name: str) -> str:
@@ -89,12 +109,13 @@ def _names_in_runs(question: str, named: list[str], known: set[str]) -> list[str
 
 
 def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
-         members: Callable[[], list[PaperHit]]) -> Plan:
-    """Rows for the named papers in the order named, else for the papers `members` finds on
-    the question's topic (as for "which papers" questions)."""
+         members: Callable[[], list[PaperHit]], filters: Filters | None = None) -> Plan:
+    """Rows for the named papers in the order named (those the filters accept), else for the
+    papers `members` finds on the question's topic (as for "which papers" questions)."""
     named = names.mentioned(question)
     by_name: dict[str, Source] = {}
     left_out: list[str] = []
+    outside: list[str] = []  # named papers the filters leave out: said, not compared
     known = {n.lower() for n in names.known}
     # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
     # comparison too (Skrull's row, and "Zorblax is not in the index")
@@ -106,13 +127,16 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
         for name in named:
             if (paper := papers.get(name)) is None:
                 continue
-            if len(by_name) < MAX_ROWS:
+            if filters is not None and not filters.accepts(paper):
+                outside.append(names.display(name))
+            elif len(by_name) < MAX_ROWS:
                 by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
             else:
                 left_out.append(names.display(name))
-    missing = _names_in_runs(question, named, known) if by_name else []
-    if by_name:
-        return Plan(list(by_name.values()), Unplaced(missing, left_out))
+    missing = _names_in_runs(question, named, known) if by_name or outside else []
+    described = filters.describe() if filters is not None else ""
+    if by_name or outside:  # none within the filters: no table, the answer says why
+        return Plan(list(by_name.values()), Unplaced(missing, left_out, outside, described))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
@@ -205,7 +229,9 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
     else:
         lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
     if missing:
-        lead += f" {', '.join(map(quoted, missing))} {'is' if len(missing) == 1 else 'are'} not in the index."
+        lead += f" {not_in_index(missing)}"
+    if outside := getattr(missing, "outside_filters", lambda: "")():
+        lead += f" {outside}"
     left_out = getattr(missing, "left_out", []) if left_out is None else left_out
     if left_out:
         lead += (f" {len(left_out)} more named {'paper is' if len(left_out) == 1 else 'papers are'} left "
