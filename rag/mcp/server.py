@@ -181,10 +181,11 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
     async def get_paper(
         paper_id: Annotated[str, Field(description="The index's paper id, an arXiv id "
                                                    "(2311.10418, arXiv:2311.10418v2) or a DOI.")],
-        max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperRecord]:
-        """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract."""
-        return await run(lambda: tools.get_paper(paper_id, max_chars), max_chars)
+        """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract
+        (from the index a search or list found it in: pass the same `index`)."""
+        return await run(lambda: tools.get_paper(paper_id, max_chars, index), max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def export_citations(
@@ -192,11 +193,12 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
             "Papers to export: ids as other tools return them, arXiv ids or DOIs."))],
         format: Annotated[Literal["bibtex", "ris", "csl-json"], Field(
             description="bibtex (.bib), ris (.ris) or csl-json (Zotero, Pandoc).")] = "bibtex",
-        max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, ExportResult]:
         """The papers as a BibTeX, RIS or CSL-JSON document for a reference manager (the same
-        text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids."""
-        return await run(lambda: tools.export_citations(paper_ids, format, max_chars),
+        text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids.
+        Papers found in another index than the server's: pass the same `index`."""
+        return await run(lambda: tools.export_citations(paper_ids, format, max_chars, index),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
