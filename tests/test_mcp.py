@@ -175,6 +175,22 @@ def test_a_year_sent_as_a_number_filters_as_its_text(mcp: Session) -> None:
     assert "year: Input should be a valid string" in mcp.error("list_papers", year=True)
 
 
+def test_ask_and_list_take_every_filter_rag_ask_takes(mcp: Session, retriever) -> None:  # type: ignore[no-untyped-def]
+    """`rag ask --source` and POST /ask's source and category keep an answer to those papers;
+    ask and list_papers take them too (they were refused as unknown arguments)."""
+    source = "003_"
+    inside = {p.paper_id for p in retriever.papers() if source in p.source}
+    assert 0 < len(inside) < 60
+    answer = mcp.ok("ask", question="which papers study federated learning?", source=source)
+    cited = {r["paper_id"] for r in answer["references"]}
+    assert cited and cited <= inside
+    assert mcp.ok("list_papers", source=source, max_chars=200_000)["total"] == len(inside)
+    # no seed paper carries an arXiv category: the filter keeps none
+    none = mcp.ok("ask", question="which papers study federated learning?", category="cs.DC")
+    assert none["answer"] == "No papers match the filters: category cs.DC."
+    assert mcp.ok("list_papers", category="cs.DC")["total"] == 0
+
+
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("search_papers", {"query": "pipelines", "k": 500}, "k: Input should be less than or equal to 50"),
     ("search_papers", {"query": "   "}, "the query is empty"),
@@ -190,10 +206,11 @@ def test_a_year_sent_as_a_number_filters_as_its_text(mcp: Session) -> None:
     ("find_source", {"quote": ""}, "the quote is empty"),
     ("no_such_tool", {}, "no_such_tool"),
     # an argument a tool does not take is refused, never dropped: the filter would go unapplied
-    ("ask", {"question": "What does DynaPipe optimise?", "source": "no-such-file"},
-     "ask: unknown argument 'source'; the arguments are: question, venue, year, strict, index, max_chars"),
+    ("ask", {"question": "What does DynaPipe optimise?", "author": "Chen"},
+     "ask: unknown argument 'author'; the arguments are: question, venue, year, source, category, strict, "
+     "index, max_chars"),
     ("search_papers", {"query": "federated learning", "yaer": "2022"}, "unknown argument 'yaer'"),
-    ("list_papers", {"category": "q-bio", "k": 3}, "unknown arguments 'category', 'k'; the arguments are: venue"),
+    ("list_papers", {"categories": "q-bio", "k": 3}, "unknown arguments 'categories', 'k'; the arguments are: venue"),
 ])
 def test_bad_calls_are_one_line_tool_errors_and_the_server_goes_on(
         mcp: Session, tool: str, arguments: dict, says: str) -> None:  # type: ignore[type-arg]

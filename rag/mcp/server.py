@@ -164,7 +164,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
     @server.tool(annotations=READ_ONLY)
     async def ask(
         question: Annotated[str, Field(description="The question, in plain words.")],
-        venue: Venue = None, year: Year = None,
+        venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
         strict: Annotated[bool | None, Field(
             description="Drop sentences their citations do not support.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
@@ -173,7 +173,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         is checked against the abstracts it cites (verdict per sentence). When the abstracts
         do not answer it, it declines and shows the nearest evidence: do not answer from
         memory then. Prefer this over search_papers for any factual question about the papers."""
-        filters = {"venue": venue, "year": year}
+        filters = {"venue": venue, "year": year, "source": source, "category": category}
         return await run(lambda: tools.ask(question, strict, filters, index, max_chars),
                          max_chars)
 
@@ -203,14 +203,14 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
 
     @server.tool(annotations=READ_ONLY)
     async def list_papers(
-        venue: Venue = None, year: Year = None, source: Source = None,
+        venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
         cursor: Annotated[str | None, Field(
             description="next_cursor of the previous page; leave out for the first page.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperPage]:
         """A page of the library's papers (id, title, year, arXiv id / DOI) with the total;
         call again with next_cursor until it is absent to see them all."""
-        filters = {"venue": venue, "year": year, "source": source}
+        filters = {"venue": venue, "year": year, "source": source, "category": category}
         return await run(lambda: tools.list_papers(filters, cursor, index, max_chars),
                          max_chars)
 
