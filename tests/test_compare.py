@@ -83,6 +83,16 @@ def test_a_topic_table_lists_the_papers_on_that_topic(offline) -> None:  # type:
     assert "SDP4Bit" not in labels
 
 
+
+def test_a_lead_counts_the_papers_that_state_it_in_good_english(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Of seven federated learning systems one states a result: '(1 states it in its
+    abstract)', not '(1 state it in their abstract)'."""
+    proc = run_rag("ask", "compare the federated learning systems", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lead = proc.stdout.split("\n")[0]
+    assert re.fullmatch(r"The reported results of \d+ papers side by side \(1 states it in its abstract\):", lead), lead
+
+
 def test_with_a_model_each_cell_is_checked_against_its_own_paper(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
     # The model fills the table (rows numbered in the order named) in a loose citation
     # style, puts Skrull's figure in HEAT's row, and skips FuseFPS.

@@ -227,7 +227,8 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
     if len(rows) == 1:  # one known paper against names the index lacks: nothing beside it
         lead = f"The {what} of {rows[0].label}" + (", from its abstract:" if found else " (not in its abstract):")
     else:
-        lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
+        stated = "1 states it in its abstract" if found == 1 else f"{found} state it in their abstract"
+        lead = f"The {what} of {len(rows)} papers side by side ({stated}):"
     if missing:
         lead += f" {not_in_index(missing)}"
     if outside := getattr(missing, "outside_filters", lambda: "")():
