@@ -53,6 +53,7 @@ def test_every_tool_has_a_description_and_both_schemas(mcp: Session) -> None:
     assert set(tools) == TOOLS  # no ingest tool unless --allow-ingest
     for t in tools.values():
         assert len(t.description or "") > 60, t.name
+        assert "\n " not in t.description, t.name  # the docstring's indents, read by the model
         assert t.input_schema["type"] == "object" and t.output_schema, t.name
         assert t.input_schema["additionalProperties"] is False, t.name  # call_tool refuses others
     assert tools["search_papers"].input_schema["required"] == ["query"]

@@ -7,6 +7,7 @@ describes. Bad input is a tool error (`isError`) of one line; the server goes on
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -53,8 +54,9 @@ MaxChars = Annotated[int, Field(
                 "how to get the rest.")]
 Index = Annotated[str | None, Field(
     description="Index to use (default: the server's); the resource rag://indexes lists them.")]
-Venue = Annotated[str | None, Field(max_length=200,
-                                    description="Only papers whose venue/journal ref mentions this.")]
+Venue = Annotated[str | None, Field(max_length=200, description=(
+    "Only papers whose venue/journal ref mentions this (the venue alone, e.g. MLSys: "
+    "the year goes in `year`)."))]
 
 
 def _year_text(value: Any) -> Any:
@@ -172,7 +174,9 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         """Answer a question from the library's abstracts, citing them as [n]; every sentence
         is checked against the abstracts it cites (verdict per sentence). When the abstracts
         do not answer it, it declines and shows the nearest evidence: do not answer from
-        memory then. Prefer this over search_papers for any factual question about the papers."""
+        memory then. Prefer this over search_papers for any factual question about the papers.
+        A comparison ("compare the speedups of Skrull and HEAT") comes back as a table, one
+        row per paper named, each cell cited."""
         filters = {"venue": venue, "year": year, "source": source, "category": category}
         return await run(lambda: tools.ask(question, strict, filters, index, max_chars),
                          max_chars)
@@ -252,8 +256,9 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         return json.dumps({"default": tools.settings.index,
                            "indexes": [i.model_dump() for i in tools.indexes()]})
 
-    for tool in server._tool_manager.list_tools():  # as call_tool enforces
-        tool.parameters["additionalProperties"] = False
+    for tool in server._tool_manager.list_tools():
+        tool.parameters["additionalProperties"] = False  # as call_tool enforces
+        tool.description = inspect.cleandoc(tool.description)  # the docstring's indents
     return server
 
 
