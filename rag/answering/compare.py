@@ -21,6 +21,7 @@ from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
 from rag.answering.questions import names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
+from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
@@ -41,11 +42,12 @@ class Unplaced(list[str]):
     `plan.missing` on to check_table passes them all."""
 
     def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = (),
-                 outside: Iterable[str] = (), filters: str = "") -> None:
+                 outside: Iterable[str] = (), filters: str = "", shared: Iterable[str] = ()) -> None:
         super().__init__(missing)
         self.left_out = list(left_out)
         self.outside = list(outside)
         self.filters = filters
+        self.shared = list(shared)  # not unplaced: names several papers go by, each with a row
 
     def outside_filters(self) -> str:
         """'“Skrull” is outside the filters (year 2023).', or ''."""
@@ -113,30 +115,36 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     """Rows for the named papers in the order named (those the filters accept), else for the
     papers `members` finds on the question's topic (as for "which papers" questions)."""
     named = names.mentioned(question)
-    by_name: dict[str, Source] = {}
+    by_name: dict[str, Source] = {}  # by paper id: a name several papers go by gives each a row
     left_out: list[str] = []
     outside: list[str] = []  # named papers the filters leave out: said, not compared
+    shared: list[str] = []  # names that several papers go by
     known = {n.lower() for n in names.known}
     # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
     # comparison too (Skrull's row, and "Zorblax is not in the index")
     if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
-        papers = {short_label(p.title, p.label).lower(): p
-                  for p in retriever.snapshot().papers.values()}
+        papers: dict[str, list[Paper]] = {}
+        for p in retriever.snapshot().papers.values():
+            papers.setdefault(short_label(p.title, p.label).lower(), []).append(p)
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
         for name in named:
-            if (paper := papers.get(name)) is None:
-                continue
-            if filters is not None and not filters.accepts(paper):
+            going_by = papers.get(name, [])
+            within = [p for p in going_by if filters is None or filters.accepts(p)]
+            if going_by and not within:
                 outside.append(names.display(name))
-            elif len(by_name) < MAX_ROWS:
-                by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
-            else:
-                left_out.append(names.display(name))
+            if len(within) > 1:
+                shared.append(names.display(name))
+            for paper in within:
+                if len(by_name) < MAX_ROWS:
+                    by_name[paper.paper_id] = Source(len(by_name) + 1, paper,
+                                                     relevance.get(paper.paper_id, 1.0))
+                elif names.display(name) not in left_out:
+                    left_out.append(names.display(name))
     missing = _names_in_runs(question, named, known) if by_name or outside else []
     described = filters.describe() if filters is not None else ""
     if by_name or outside:  # none within the filters: no table, the answer says why
-        return Plan(list(by_name.values()), Unplaced(missing, left_out, outside, described))
+        return Plan(list(by_name.values()), Unplaced(missing, left_out, outside, described, shared))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
@@ -233,6 +241,9 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
         lead += f" {not_in_index(missing)}"
     if outside := getattr(missing, "outside_filters", lambda: "")():
         lead += f" {outside}"
+    if shared := getattr(missing, "shared", []):
+        lead += (f" Several papers go by {' and by '.join(map(quoted, shared))}: "
+                 "each has a row.")
     left_out = getattr(missing, "left_out", []) if left_out is None else left_out
     if left_out:
         lead += (f" {len(left_out)} more named {'paper is' if len(left_out) == 1 else 'papers are'} left "
