@@ -69,6 +69,18 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
         assert "1 papers" not in public["answer"] and "of Skrull" in public["answer"].split("\n")[0]
 
 
+def test_a_name_the_index_has_only_within_longer_names_is_offered_them(offline) -> None:  # type: ignore[no-untyped-def]
+    """"compare DeepSpeed and DynaPipe": no paper is called DeepSpeed, two are called
+    DeepSpeed-something; the answer offers them rather than only "not in the index"."""
+    public = offline.answer("compare DeepSpeed and DynaPipe").to_public()
+    assert [r["label"] for r in public["table"]["rows"]] == ["DynaPipe"]
+    assert ("“DeepSpeed” is not in the index (did you mean “DeepSpeed-Ulysses” or "
+            "“DeepSpeed4Science”?).") in public["answer"].split("\n")[0]
+    lead = offline.answer("Compare the speedups of Skrull, Zorblax and Ulysses").to_public()["answer"]
+    assert ("“Zorblax”, “Ulysses” are not in the index (for “Ulysses”, did you mean "
+            "“DeepSpeed-Ulysses”?).") in lead.split("\n")[0]
+
+
 def test_a_paper_without_the_figure_is_not_reported_and_uncited(offline) -> None:  # type: ignore[no-untyped-def]
     public = offline.answer("Compare the energy use reported by Skrull and FuseFPS").to_public()
     skrull = rows_by_label(public)["Skrull"]["cells"][0]

@@ -29,6 +29,7 @@ from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
+MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
 # A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by
 # commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
 _NAME = r"[A-Z][\w\-.]*[\w]"
@@ -42,8 +43,10 @@ class Unplaced(list[str]):
     `plan.missing` on to check_table passes them all."""
 
     def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = (),
-                 outside: Iterable[str] = (), filters: str = "", shared: Iterable[str] = ()) -> None:
+                 outside: Iterable[str] = (), filters: str = "", shared: Iterable[str] = (),
+                 near: dict[str, list[str]] | None = None) -> None:
         super().__init__(missing)
+        self.near = near or {}  # a missing name -> names in the index that hold it as a word
         self.left_out = list(left_out)
         self.outside = list(outside)
         self.filters = filters
@@ -58,7 +61,7 @@ class Unplaced(list[str]):
 
     def said(self) -> str:
         """Why the named papers get no row, when none does."""
-        return " ".join(x for x in (self.outside_filters(), not_in_index(self) if self else "") if x)
+        return " ".join(x for x in (self.outside_filters(), not_in_index(self, self.near) if self else "") if x)
 
 
 @dataclass
@@ -76,9 +79,26 @@ class Plan:
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
 
 
-def not_in_index(names: list[str]) -> str:
-    """'“Zorblax” is not in the index.'"""
-    return f"{', '.join(map(quoted, names))} {'is' if len(names) == 1 else 'are'} not in the index."
+def not_in_index(names: list[str], near: dict[str, list[str]] | None = None) -> str:
+    """'“Zorblax” is not in the index.', and the names it may mean: '“DeepSpeed” is not in the
+    index (did you mean “DeepSpeed-Ulysses” or “DeepSpeed4Science”?).'"""
+    said = f"{', '.join(map(quoted, names))} {'is' if len(names) == 1 else 'are'} not in the index"
+    hints = [(n, " or ".join(map(quoted, near[n]))) for n in names if near and near.get(n)]
+    if len(names) == 1 and hints:
+        said += f" (did you mean {hints[0][1]}?)"
+    elif hints:
+        said += " (" + "; ".join(f"for {quoted(n)}, did you mean {close}?" for n, close in hints) + ")"
+    return said + "."
+
+
+def _near(missing: list[str], names: CorpusNames) -> dict[str, list[str]]:
+    """For each missing name, up to MAX_NEAR names in the index with a word it begins
+    ("DeepSpeed": DeepSpeed-Ulysses; "Ulysses": DeepSpeed-Ulysses)."""
+    near = {}
+    for name in missing:
+        word = re.compile(rf"(?<![^\W_]){re.escape(name.lower())}")
+        near[name] = sorted(names.display(k) for k in names.known if word.search(k))[:MAX_NEAR]
+    return near
 
 
 def quoted(name: str) -> str:
@@ -144,7 +164,8 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     missing = _names_in_runs(question, named, known) if by_name or outside else []
     described = filters.describe() if filters is not None else ""
     if by_name or outside:  # none within the filters: no table, the answer says why
-        return Plan(list(by_name.values()), Unplaced(missing, left_out, outside, described, shared))
+        return Plan(list(by_name.values()),
+                    Unplaced(missing, left_out, outside, described, shared, _near(missing, names)))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
@@ -238,7 +259,7 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
         stated = "1 states it in its abstract" if found == 1 else f"{found} state it in their abstract"
         lead = f"The {what} of {len(rows)} papers side by side ({stated}):"
     if missing:
-        lead += f" {not_in_index(missing)}"
+        lead += f" {not_in_index(missing, getattr(missing, 'near', None))}"
     if outside := getattr(missing, "outside_filters", lambda: "")():
         lead += f" {outside}"
     if shared := getattr(missing, "shared", []):
