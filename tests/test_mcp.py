@@ -192,6 +192,20 @@ def test_ask_and_list_take_every_filter_rag_ask_takes(mcp: Session, retriever) -
     assert mcp.ok("list_papers", category="cs.DC")["total"] == 0
 
 
+def test_the_servers_filters_keep_the_list_as_they_keep_a_search(seeded_settings, retriever, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`rag mcp --year 2023` keeps search_papers and ask to 2023's papers; list_papers listed
+    all 60 (total 60), so the assistant saw a library the other tools did not answer from."""
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    of_2023 = {p.paper_id for p in retriever.papers() if p.year == 2023}
+    with connect(stdio_params(home, ["--year", "2023"])) as server:
+        listed = server.ok("list_papers", max_chars=200_000)
+        assert listed["total"] == len(of_2023) and {p["paper_id"] for p in listed["papers"]} == of_2023
+        hits = server.ok("search_papers", query="federated learning")["results"]
+        assert hits and {h["paper_id"] for h in hits} <= of_2023
+        # a call's own filter replaces the server's
+        assert server.ok("list_papers", year="2022-2024")["total"] > len(of_2023)
+
+
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("search_papers", {"query": "pipelines", "k": 500}, "k: Input should be less than or equal to 50"),
     ("search_papers", {"query": "   "}, "the query is empty"),

@@ -212,7 +212,8 @@ class RagTools:
 
     def list_papers(self, filters: dict[str, Any], cursor: str | None, index: str | None,
                     budget: int) -> PaperPage:
-        accepted = _options(AskOptions(), **filters).to_filters()
+        # the server's filters (`rag mcp --venue ...`) keep the list as they keep a search
+        accepted = _options(self.defaults, **filters).to_filters()
         listed = [p for p in self.pipeline(index).retriever.papers() if accepted.accepts(p)]
         start = 0
         if cursor:
