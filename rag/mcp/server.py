@@ -17,6 +17,7 @@ from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
 from pydantic import BaseModel, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from rag import __version__
 from rag.errors import RagError
@@ -61,8 +62,10 @@ Venue = Annotated[str | None, Field(max_length=200, description=(
 
 def _year_text(value: Any) -> Any:
     """A year sent as a number, as a model reading "year" sends it (2023), read as its text;
-    true or false stays what it is, and is refused."""
-    return str(value) if isinstance(value, int) and not isinstance(value, bool) else value
+    true or false is refused as POST /ask refuses it."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a year, not true or false")
+    return str(value) if isinstance(value, int) else value
 
 
 # The schema offers a number too: a client that checks arguments against it would refuse 2023
