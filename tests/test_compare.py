@@ -69,6 +69,18 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
         assert "1 papers" not in public["answer"] and "of Skrull" in public["answer"].split("\n")[0]
 
 
+def test_a_name_the_index_has_only_within_longer_names_is_offered_them(offline) -> None:  # type: ignore[no-untyped-def]
+    """"compare DeepSpeed and DynaPipe": no paper is called DeepSpeed, two are called
+    DeepSpeed-something; the answer offers them rather than only "not in the index"."""
+    public = offline.answer("compare DeepSpeed and DynaPipe").to_public()
+    assert [r["label"] for r in public["table"]["rows"]] == ["DynaPipe"]
+    assert ("“DeepSpeed” is not in the index (did you mean “DeepSpeed-Ulysses” or "
+            "“DeepSpeed4Science”?).") in public["answer"].split("\n")[0]
+    lead = offline.answer("Compare the speedups of Skrull, Zorblax and Ulysses").to_public()["answer"]
+    assert ("“Zorblax”, “Ulysses” are not in the index (for “Ulysses”, did you mean "
+            "“DeepSpeed-Ulysses”?).") in lead.split("\n")[0]
+
+
 def test_a_paper_without_the_figure_is_not_reported_and_uncited(offline) -> None:  # type: ignore[no-untyped-def]
     public = offline.answer("Compare the energy use reported by Skrull and FuseFPS").to_public()
     skrull = rows_by_label(public)["Skrull"]["cells"][0]
@@ -81,6 +93,16 @@ def test_a_topic_table_lists_the_papers_on_that_topic(offline) -> None:  # type:
     labels = [r["label"] for r in public["table"]["rows"]]
     assert {"MegaBlocks", "Tutel"} <= set(labels)
     assert "SDP4Bit" not in labels
+
+
+
+def test_a_lead_counts_the_papers_that_state_it_in_good_english(env, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """Of seven federated learning systems one states a result: '(1 states it in its
+    abstract)', not '(1 state it in their abstract)'."""
+    proc = run_rag("ask", "compare the federated learning systems", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    lead = proc.stdout.split("\n")[0]
+    assert re.fullmatch(r"The reported results of \d+ papers side by side \(1 states it in its abstract\):", lead), lead
 
 
 def test_with_a_model_each_cell_is_checked_against_its_own_paper(seeded_settings, retriever, ollama_server) -> None:  # type: ignore[no-untyped-def]
@@ -172,3 +194,18 @@ def test_api_ask_exports_the_cited_papers_and_papers_takes_ids(client: TestClien
     assert [r["title"] for r in rispy.loads(got.text)] == ["FuseFPS", "HEAT", "Skrull"]
     assert client.post("/ask", json={"question": COMPARE_Q, "export": "pdf"}).status_code in (400, 422)
     assert client.post("/ask", json={"question": OFF_TOPIC}).json()["nearest"]
+
+
+def test_a_named_paper_outside_the_filters_gets_no_row(env, client: TestClient, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`--year 2023` keeps a comparison to 2023's papers, as it keeps any answer: Skrull and
+    HEAT give no year, DynaPipe is of 2023."""
+    proc = run_rag("ask", "compare Skrull and DynaPipe", "--year", "2023", "--json", cwd=tmp_path, env=env)
+    assert proc.returncode == 0, proc.stderr
+    public = json.loads(proc.stdout)
+    assert [r["label"] for r in public["table"]["rows"]] == ["DynaPipe"]
+    assert [c["label"] for c in public["citations"]] == ["DynaPipe"]
+    assert "“Skrull” is outside the filters (year 2023)." in public["answer"].split("\n")[0]
+    # none of them within the filters: said, not a table of other 2023 papers
+    out = client.post("/ask", json={"question": "compare Skrull and HEAT", "year": "2023"}).json()
+    assert out["answer"] == "“Skrull”, “HEAT” are outside the filters (year 2023)."
+    assert out["abstained"] and out["table"] is None and out["citations"] == []

@@ -51,6 +51,11 @@ def odd_names(tmp_path_factory: pytest.TempPathFactory) -> Pipeline:
          "We present Vortex, attention kernels that reach a 3.4x speedup over FlashAttention on long sequences."),
         ("**Bold**: emphasis in systems papers",
          "We study emphasis in systems papers and report a 1.5x speedup in reading time over plain text."),
+        # two papers that go by one name
+        ("Kestrel: sharded key-value caches for serving",
+         "We present Kestrel, a sharded key-value cache that serves requests with a 2.7x speedup over vLLM."),
+        ("Kestrel: verified network configuration",
+         "We present Kestrel, which verifies network configurations with a 9.3x speedup over Batfish."),
     ]
     corpus.write_text("\n".join(json.dumps({"title": t, "abstract": a}) for t, a in rows) + "\n")
     settings = Settings(home=home / ".rag", seeds=corpus, llm="none")
@@ -72,3 +77,15 @@ def test_names_with_markdown_are_quoted_as_text(odd_names: Pipeline) -> None:
     said = NOT_IN_INDEX.search(public["answer"])
     assert said is not None and "“Zorblax”" in said.group(1) and "Bold" not in said.group(1)
     assert quoted("**Bold**") == "“\\*\\*Bold\\*\\*”" and quoted("Pipe|Net") == "“Pipe\\|Net”"
+
+
+def test_a_name_two_papers_go_by_gives_each_a_row(odd_names: Pipeline) -> None:
+    """"Compare Kestrel and Vortex" with two Kestrels in the index: one of them, chosen
+    silently, was compared; now each has a row and the lead says the name is shared."""
+    public = odd_names.answer("Compare the speedups reported by Kestrel and Vortex").to_public()
+    rows = public["table"]["rows"]
+    assert [r["label"] for r in rows] == ["Kestrel", "Kestrel", "Vortex"]
+    assert {c["title"] for c in public["citations"]} == {
+        "Kestrel: sharded key-value caches for serving", "Kestrel: verified network configuration",
+        "Vortex: fast attention kernels for long sequences"}
+    assert "Several papers go by “Kestrel”: each has a row." in public["answer"].split("\n")[0]

@@ -53,6 +53,7 @@ def test_every_tool_has_a_description_and_both_schemas(mcp: Session) -> None:
     assert set(tools) == TOOLS  # no ingest tool unless --allow-ingest
     for t in tools.values():
         assert len(t.description or "") > 60, t.name
+        assert "\n " not in t.description, t.name  # the docstring's indents, read by the model
         assert t.input_schema["type"] == "object" and t.output_schema, t.name
         assert t.input_schema["additionalProperties"] is False, t.name  # call_tool refuses others
     assert tools["search_papers"].input_schema["required"] == ["query"]
@@ -147,6 +148,65 @@ def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     assert listed["indexes"] == [{"index": "default", "papers": 60}]
 
 
+def test_optional_arguments_sent_empty_or_null_are_not_given(mcp: Session) -> None:
+    """Assistants fill the optional fields they leave unset with "" or null: each call is the
+    call without them, not an error that costs the user another turn."""
+    query = "pipeline parallelism"
+    assert mcp.ok("search_papers", query=query, k=None, venue="", year=" ", source=None,
+                  category="", index="", max_chars=None) == mcp.ok("search_papers", query=query)
+    answer = mcp.ok("ask", question="How much faster is Skrull than DeepSpeed?", venue="",
+                    year=None, strict="", index=None, max_chars="")
+    assert "3.76x" in answer["answer"] and not answer["declined"]
+    assert mcp.ok("list_papers", venue="", year=None, source=" ", cursor="")["total"] == 60
+    assert mcp.ok("export_citations", paper_ids=[DYNAPIPE], format=None, max_chars="")["text"].startswith("@")
+    # a required argument is still required
+    assert "the question is empty" in mcp.error("ask", question="", venue="")
+    assert "query: Input should be a valid string" in mcp.error("search_papers", query=None)
+
+
+def test_a_year_sent_as_a_number_filters_as_its_text(mcp: Session) -> None:
+    """A model reads "year" as a number and sends 2023: the filter `rag ask --year 2023` and
+    HTTP apply, and the schema says so (a client checking it would refuse the call)."""
+    schema = {t.name: t for t in mcp.tools()}["search_papers"].input_schema["properties"]["year"]
+    assert {"type": "integer"} in schema["anyOf"]
+    as_text = mcp.ok("list_papers", year="2023", max_chars=200_000)
+    assert mcp.ok("list_papers", year=2023, max_chars=200_000) == as_text and 0 < as_text["total"] < 60
+    hits = mcp.ok("search_papers", query="federated learning", year=2023)["results"]
+    assert hits and {h["year"] for h in hits} == {2023}
+    # true is no year (read as 1 it would say "year filter '1' is not a year or range")
+    assert "year: Input should be a year, not true or false" in mcp.error("list_papers", year=True)
+
+
+def test_ask_and_list_take_every_filter_rag_ask_takes(mcp: Session, retriever) -> None:  # type: ignore[no-untyped-def]
+    """`rag ask --source` and POST /ask's source and category keep an answer to those papers;
+    ask and list_papers take them too (they were refused as unknown arguments)."""
+    source = "003_"
+    inside = {p.paper_id for p in retriever.papers() if source in p.source}
+    assert 0 < len(inside) < 60
+    answer = mcp.ok("ask", question="which papers study federated learning?", source=source)
+    cited = {r["paper_id"] for r in answer["references"]}
+    assert cited and cited <= inside
+    assert mcp.ok("list_papers", source=source, max_chars=200_000)["total"] == len(inside)
+    # no seed paper carries an arXiv category: the filter keeps none
+    none = mcp.ok("ask", question="which papers study federated learning?", category="cs.DC")
+    assert none["answer"] == "No papers match the filters: category cs.DC."
+    assert mcp.ok("list_papers", category="cs.DC")["total"] == 0
+
+
+def test_the_servers_filters_keep_the_list_as_they_keep_a_search(seeded_settings, retriever, tmp_path: Path) -> None:  # type: ignore[no-untyped-def]
+    """`rag mcp --year 2023` keeps search_papers and ask to 2023's papers; list_papers listed
+    all 60 (total 60), so the assistant saw a library the other tools did not answer from."""
+    home = copy_home(seeded_settings.home, tmp_path / "home")
+    of_2023 = {p.paper_id for p in retriever.papers() if p.year == 2023}
+    with connect(stdio_params(home, ["--year", "2023"])) as server:
+        listed = server.ok("list_papers", max_chars=200_000)
+        assert listed["total"] == len(of_2023) and {p["paper_id"] for p in listed["papers"]} == of_2023
+        hits = server.ok("search_papers", query="federated learning")["results"]
+        assert hits and {h["paper_id"] for h in hits} <= of_2023
+        # a call's own filter replaces the server's
+        assert server.ok("list_papers", year="2022-2024")["total"] > len(of_2023)
+
+
 @pytest.mark.parametrize(("tool", "arguments", "says"), [
     ("search_papers", {"query": "pipelines", "k": 500}, "k: Input should be less than or equal to 50"),
     ("search_papers", {"query": "   "}, "the query is empty"),
@@ -162,10 +222,11 @@ def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     ("find_source", {"quote": ""}, "the quote is empty"),
     ("no_such_tool", {}, "no_such_tool"),
     # an argument a tool does not take is refused, never dropped: the filter would go unapplied
-    ("ask", {"question": "What does DynaPipe optimise?", "source": "no-such-file"},
-     "ask: unknown argument 'source'; the arguments are: question, venue, year, author, strict, index, max_chars"),
+    ("ask", {"question": "What does DynaPipe optimise?", "authors": "Chen"},
+     "ask: unknown argument 'authors'; the arguments are: question, venue, year, source, category, author, "
+     "strict, index, max_chars"),
     ("search_papers", {"query": "federated learning", "yaer": "2022"}, "unknown argument 'yaer'"),
-    ("list_papers", {"category": "q-bio", "k": 3}, "unknown arguments 'category', 'k'; the arguments are: venue"),
+    ("list_papers", {"categories": "q-bio", "k": 3}, "unknown arguments 'categories', 'k'; the arguments are: venue"),
 ])
 def test_bad_calls_are_one_line_tool_errors_and_the_server_goes_on(
         mcp: Session, tool: str, arguments: dict, says: str) -> None:  # type: ignore[type-arg]

@@ -190,6 +190,12 @@ def test_tools_take_another_index_by_name(seeded_settings, tmp_path: Path) -> No
         answer = mcp.ok("ask", question="What does Lemurlink search?", index="other")
         cited = [r["paper_id"] for r in answer["references"] + answer["nearest"]]
         assert cited and set(cited) == {"other-one"}
+        # the paper a search of another index found is read and exported from that index
+        paper_ = mcp.ok("get_paper", paper_id="other-one", index="other")
+        assert paper_["paper_id"] == "other-one" and "Lemurlink" in paper_["abstract"]
+        out = mcp.ok("export_citations", paper_ids=["other-one"], format="ris", index="other")
+        assert out["count"] == 1 and "Lemurlink" in out["text"]
+        assert "no paper with id" in mcp.error("get_paper", paper_id="other-one")  # not in default
         assert mcp.ok("list_papers")["total"] == 60
 
 

@@ -21,13 +21,15 @@ from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
 from rag.answering.questions import names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
+from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
-from rag.retrieve import PaperHit, Retriever
+from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
+MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
 # A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by
 # commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
 _NAME = r"[A-Z][\w\-.]*[\w]"
@@ -36,12 +38,30 @@ _RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|ve
 
 class Unplaced(list[str]):
     """Names the question gives that get no row: those the index does not have (the list),
-    and in `left_out` papers it has beyond MAX_ROWS. One list, so that a caller passing
-    `plan.missing` on to check_table passes both."""
+    in `left_out` papers it has beyond MAX_ROWS, and in `outside` papers it has that the
+    filters (described by `filters`) leave out. One list, so that a caller passing
+    `plan.missing` on to check_table passes them all."""
 
-    def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = ()) -> None:
+    def __init__(self, missing: Iterable[str] = (), left_out: Iterable[str] = (),
+                 outside: Iterable[str] = (), filters: str = "", shared: Iterable[str] = (),
+                 near: dict[str, list[str]] | None = None) -> None:
         super().__init__(missing)
+        self.near = near or {}  # a missing name -> names in the index that hold it as a word
         self.left_out = list(left_out)
+        self.outside = list(outside)
+        self.filters = filters
+        self.shared = list(shared)  # not unplaced: names several papers go by, each with a row
+
+    def outside_filters(self) -> str:
+        """'“Skrull” is outside the filters (year 2023).', or ''."""
+        if not self.outside:
+            return ""
+        verb = "is" if len(self.outside) == 1 else "are"
+        return f"{', '.join(map(quoted, self.outside))} {verb} outside the filters ({self.filters})."
+
+    def said(self) -> str:
+        """Why the named papers get no row, when none does."""
+        return " ".join(x for x in (self.outside_filters(), not_in_index(self, self.near) if self else "") if x)
 
 
 @dataclass
@@ -57,6 +77,28 @@ class Plan:
 
 
 _MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
+
+
+def not_in_index(names: list[str], near: dict[str, list[str]] | None = None) -> str:
+    """'“Zorblax” is not in the index.', and the names it may mean: '“DeepSpeed” is not in the
+    index (did you mean “DeepSpeed-Ulysses” or “DeepSpeed4Science”?).'"""
+    said = f"{', '.join(map(quoted, names))} {'is' if len(names) == 1 else 'are'} not in the index"
+    hints = [(n, " or ".join(map(quoted, near[n]))) for n in names if near and near.get(n)]
+    if len(names) == 1 and hints:
+        said += f" (did you mean {hints[0][1]}?)"
+    elif hints:
+        said += " (" + "; ".join(f"for {quoted(n)}, did you mean {close}?" for n, close in hints) + ")"
+    return said + "."
+
+
+def _near(missing: list[str], names: CorpusNames) -> dict[str, list[str]]:
+    """For each missing name, up to MAX_NEAR names in the index with a word it begins
+    ("DeepSpeed": DeepSpeed-Ulysses; "Ulysses": DeepSpeed-Ulysses)."""
+    near = {}
+    for name in missing:
+        word = re.compile(rf"(?<![^\W_]){re.escape(name.lower())}")
+        near[name] = sorted(names.display(k) for k in names.known if word.search(k))[:MAX_NEAR]
+    return near
 
 
 def quoted(name: str) -> str:
@@ -89,30 +131,41 @@ def _names_in_runs(question: str, named: list[str], known: set[str]) -> list[str
 
 
 def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
-         members: Callable[[], list[PaperHit]]) -> Plan:
-    """Rows for the named papers in the order named, else for the papers `members` finds on
-    the question's topic (as for "which papers" questions)."""
+         members: Callable[[], list[PaperHit]], filters: Filters | None = None) -> Plan:
+    """Rows for the named papers in the order named (those the filters accept), else for the
+    papers `members` finds on the question's topic (as for "which papers" questions)."""
     named = names.mentioned(question)
-    by_name: dict[str, Source] = {}
+    by_name: dict[str, Source] = {}  # by paper id: a name several papers go by gives each a row
     left_out: list[str] = []
+    outside: list[str] = []  # named papers the filters leave out: said, not compared
+    shared: list[str] = []  # names that several papers go by
     known = {n.lower() for n in names.known}
     # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
     # comparison too (Skrull's row, and "Zorblax is not in the index")
     if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
-        papers = {short_label(p.title, p.label).lower(): p
-                  for p in retriever.snapshot().papers.values()}
+        papers: dict[str, list[Paper]] = {}
+        for p in retriever.snapshot().papers.values():
+            papers.setdefault(short_label(p.title, p.label).lower(), []).append(p)
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
         for name in named:
-            if (paper := papers.get(name)) is None:
-                continue
-            if len(by_name) < MAX_ROWS:
-                by_name[name] = Source(len(by_name) + 1, paper, relevance.get(paper.paper_id, 1.0))
-            else:
-                left_out.append(names.display(name))
-    missing = _names_in_runs(question, named, known) if by_name else []
-    if by_name:
-        return Plan(list(by_name.values()), Unplaced(missing, left_out))
+            going_by = papers.get(name, [])
+            within = [p for p in going_by if filters is None or filters.accepts(p)]
+            if going_by and not within:
+                outside.append(names.display(name))
+            if len(within) > 1:
+                shared.append(names.display(name))
+            for paper in within:
+                if len(by_name) < MAX_ROWS:
+                    by_name[paper.paper_id] = Source(len(by_name) + 1, paper,
+                                                     relevance.get(paper.paper_id, 1.0))
+                elif names.display(name) not in left_out:
+                    left_out.append(names.display(name))
+    missing = _names_in_runs(question, named, known) if by_name or outside else []
+    described = filters.describe() if filters is not None else ""
+    if by_name or outside:  # none within the filters: no table, the answer says why
+        return Plan(list(by_name.values()),
+                    Unplaced(missing, left_out, outside, described, shared, _near(missing, names)))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
@@ -203,9 +256,15 @@ def check_table(table: Table, sources: list[Source], judge: Judge, strict: bool,
     if len(rows) == 1:  # one known paper against names the index lacks: nothing beside it
         lead = f"The {what} of {rows[0].label}" + (", from its abstract:" if found else " (not in its abstract):")
     else:
-        lead = f"The {what} of {len(rows)} papers side by side ({found} state it in their abstract):"
+        stated = "1 states it in its abstract" if found == 1 else f"{found} state it in their abstract"
+        lead = f"The {what} of {len(rows)} papers side by side ({stated}):"
     if missing:
-        lead += f" {', '.join(map(quoted, missing))} {'is' if len(missing) == 1 else 'are'} not in the index."
+        lead += f" {not_in_index(missing, getattr(missing, 'near', None))}"
+    if outside := getattr(missing, "outside_filters", lambda: "")():
+        lead += f" {outside}"
+    if shared := getattr(missing, "shared", []):
+        lead += (f" Several papers go by {' and by '.join(map(quoted, shared))}: "
+                 "each has a row.")
     left_out = getattr(missing, "left_out", []) if left_out is None else left_out
     if left_out:
         lead += (f" {len(left_out)} more named {'paper is' if len(left_out) == 1 else 'papers are'} left "

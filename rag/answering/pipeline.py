@@ -149,7 +149,12 @@ class Pipeline:
         plan = compare.plan(
             standalone, chosen.sources, self.names, self.retriever,
             lambda: self.chooser.list_members(standalone, filters) if chosen.sources else [],
+            filters if filters.active() else None,
         ) if is_comparison(standalone) else None
+        if plan and not plan.sources:
+            # every paper the question names is outside the filters: said, not a table of others
+            yield from self._nothing_passes(question, filters, started, plan.missing.said())
+            return
         comparing = bool(plan and plan.sources)
         sources = plan.sources if plan else chosen.sources
         header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
@@ -209,8 +214,9 @@ class Pipeline:
         run.timings["total"] = (time.perf_counter() - started) * 1000
         yield DoneEvent(answer)
 
-    def _nothing_passes(self, question: str, filters: Filters, started: float) -> Iterator[Event]:
-        text = f"No papers match the filters: {filters.describe()}."
+    def _nothing_passes(self, question: str, filters: Filters, started: float,
+                        text: str = "") -> Iterator[Event]:
+        text = text or f"No papers match the filters: {filters.describe()}."
         yield SentenceEvent(text, SentenceCheck(text, [], True, 0.0, meta=True))
         run = _Run(question, question, notices=[text])
         elapsed = (time.perf_counter() - started) * 1000

@@ -46,7 +46,8 @@ def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple
                 **values: Any) -> None:
     """Serve rag's tools to an AI assistant over MCP (stdio: stdout carries only the protocol).
 
-    The filters (--venue, --year, ...) are the defaults of `search_papers` and `ask`."""
+    The filters (--venue, --year, ...) are the defaults of `search_papers`, `ask` and
+    `list_papers`."""
     from rag.api.app import load_pipeline
     from rag.cli import _ask_options
     from rag.mcp.server import Notes, build, run_stdio

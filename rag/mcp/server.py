@@ -7,6 +7,7 @@ describes. Bad input is a tool error (`isError`) of one line; the server goes on
 
 from __future__ import annotations
 
+import inspect
 import logging
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
@@ -15,7 +16,8 @@ import anyio
 from mcp.server.mcpserver import Context, MCPServer
 from mcp.server.mcpserver.exceptions import ResourceNotFoundError, ToolError, UnexpectedToolError
 from mcp.types import CallToolResult, TextContent, ToolAnnotations
-from pydantic import BaseModel, Field, ValidationError
+from pydantic import BaseModel, BeforeValidator, Field, ValidationError, WithJsonSchema
+from pydantic_core import PydanticCustomError
 
 from rag import __version__
 from rag.errors import RagError
@@ -53,10 +55,24 @@ MaxChars = Annotated[int, Field(
                 "how to get the rest.")]
 Index = Annotated[str | None, Field(
     description="Index to use (default: the server's); the resource rag://indexes lists them.")]
-Venue = Annotated[str | None, Field(max_length=200,
-                                    description="Only papers whose venue/journal ref mentions this.")]
-Year = Annotated[str | None, Field(max_length=20,
-                                   description="Only papers from this year or range: 2023, 2022-2023.")]
+Venue = Annotated[str | None, Field(max_length=200, description=(
+    "Only papers whose venue/journal ref mentions this (the venue alone, e.g. MLSys: "
+    "the year goes in `year`)."))]
+
+
+def _year_text(value: Any) -> Any:
+    """A year sent as a number, as a model reading "year" sends it (2023), read as its text;
+    true or false is refused as POST /ask refuses it."""
+    if isinstance(value, bool):
+        raise PydanticCustomError("int_type", "Input should be a year, not true or false")
+    return str(value) if isinstance(value, int) else value
+
+
+# The schema offers a number too: a client that checks arguments against it would refuse 2023
+Year = Annotated[Annotated[str, Field(max_length=20)] | None, BeforeValidator(_year_text),
+                 WithJsonSchema({
+    "anyOf": [{"type": "string", "maxLength": 20}, {"type": "integer"}, {"type": "null"}],
+    "description": "Only papers from this year or range: 2023, 2022-2023."})]
 Source = Annotated[str | None, Field(max_length=500,
                                      description="Only papers read from a file whose path contains this.")]
 Category = Annotated[str | None, Field(max_length=100,
@@ -66,10 +82,16 @@ Author = Annotated[str | None, Field(max_length=200, description=(
 READ_ONLY = ToolAnnotations(read_only_hint=True, open_world_hint=False)
 
 
+def _unset(value: Any) -> bool:
+    return value is None or (isinstance(value, str) and not value.strip())
+
+
 class RagMCPServer(MCPServer[Any]):
-    """MCPServer whose argument errors read as one line ("k: Input should be ..."), and that
+    """MCPServer whose argument errors read as one line ("k: Input should be ..."), that
     refuses arguments a tool does not take (the SDK drops them: a filter with a typo in its
-    name would go unapplied without a word)."""
+    name would go unapplied without a word), and that takes an optional argument sent as
+    null or "" as not given: assistants fill the fields they leave unset so (`"venue": ""`,
+    `"k": null`), and a refusal cost the user another turn for no fault of theirs."""
 
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
@@ -80,6 +102,9 @@ class RagMCPServer(MCPServer[Any]):
             named = ", ".join(quoted(key, 60) for key in unknown[:5])
             raise ToolError(f"{name}: unknown argument{'s' * (len(unknown) > 1)} {named}; "
                             f"the arguments are: {', '.join(accepted)}")
+        if tool:
+            required = tool.parameters.get("required", [])
+            arguments = {k: v for k, v in arguments.items() if k in required or not _unset(v)}
         try:
             return await super().call_tool(name, arguments, context)
         except ToolError as exc:
@@ -147,7 +172,8 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
     @server.tool(annotations=READ_ONLY)
     async def ask(
         question: Annotated[str, Field(description="The question, in plain words.")],
-        venue: Venue = None, year: Year = None, author: Author = None,
+        venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
+        author: Author = None,
         strict: Annotated[bool | None, Field(
             description="Drop sentences their citations do not support.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
@@ -155,8 +181,11 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         """Answer a question from the library's abstracts, citing them as [n]; every sentence
         is checked against the abstracts it cites (verdict per sentence). When the abstracts
         do not answer it, it declines and shows the nearest evidence: do not answer from
-        memory then. Prefer this over search_papers for any factual question about the papers."""
-        filters = {"venue": venue, "year": year, "author": author}
+        memory then. Prefer this over search_papers for any factual question about the papers.
+        A comparison ("compare the speedups of Skrull and HEAT") comes back as a table, one
+        row per paper named, each cell cited."""
+        filters = {"venue": venue, "year": year, "source": source, "category": category,
+                   "author": author}
         return await run(lambda: tools.ask(question, strict, filters, index, max_chars),
                          max_chars)
 
@@ -164,10 +193,11 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
     async def get_paper(
         paper_id: Annotated[str, Field(description="The index's paper id, an arXiv id "
                                                    "(2311.10418, arXiv:2311.10418v2) or a DOI.")],
-        max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperRecord]:
-        """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract."""
-        return await run(lambda: tools.get_paper(paper_id, max_chars), max_chars)
+        """One paper's metadata (title, authors, venue, year, arXiv id, DOI) and full abstract
+        (from the index a search or list found it in: pass the same `index`)."""
+        return await run(lambda: tools.get_paper(paper_id, max_chars, index), max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def export_citations(
@@ -175,23 +205,26 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
             "Papers to export: ids as other tools return them, arXiv ids or DOIs."))],
         format: Annotated[Literal["bibtex", "ris", "csl-json"], Field(
             description="bibtex (.bib), ris (.ris) or csl-json (Zotero, Pandoc).")] = "bibtex",
-        max_chars: MaxChars = DEFAULT_MAX_CHARS,
+        index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, ExportResult]:
         """The papers as a BibTeX, RIS or CSL-JSON document for a reference manager (the same
-        text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids."""
-        return await run(lambda: tools.export_citations(paper_ids, format, max_chars),
+        text as `rag papers --format`). Papers beyond max_chars are named in remaining_ids.
+        Papers found in another index than the server's: pass the same `index`."""
+        return await run(lambda: tools.export_citations(paper_ids, format, max_chars, index),
                          max_chars)
 
     @server.tool(annotations=READ_ONLY)
     async def list_papers(
-        venue: Venue = None, year: Year = None, source: Source = None, author: Author = None,
+        venue: Venue = None, year: Year = None, source: Source = None, category: Category = None,
+        author: Author = None,
         cursor: Annotated[str | None, Field(
             description="next_cursor of the previous page; leave out for the first page.")] = None,
         index: Index = None, max_chars: MaxChars = DEFAULT_MAX_CHARS,
     ) -> Annotated[CallToolResult, PaperPage]:
         """A page of the library's papers (id, title, year, arXiv id / DOI) with the total;
         call again with next_cursor until it is absent to see them all."""
-        filters = {"venue": venue, "year": year, "source": source, "author": author}
+        filters = {"venue": venue, "year": year, "source": source, "category": category,
+                   "author": author}
         return await run(lambda: tools.list_papers(filters, cursor, index, max_chars),
                          max_chars)
 
@@ -233,8 +266,9 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         return json.dumps({"default": tools.settings.index,
                            "indexes": [i.model_dump() for i in tools.indexes()]})
 
-    for tool in server._tool_manager.list_tools():  # as call_tool enforces
-        tool.parameters["additionalProperties"] = False
+    for tool in server._tool_manager.list_tools():
+        tool.parameters["additionalProperties"] = False  # as call_tool enforces
+        tool.description = inspect.cleandoc(tool.description)  # the docstring's indents
     return server
 
 

@@ -183,8 +183,8 @@ class RagTools:
                      for d in public["nearest"]])
         return _shrink(result, budget)
 
-    def get_paper(self, paper_id: str, budget: int) -> PaperRecord:
-        p = find_paper(self.pipeline().retriever, paper_id)
+    def get_paper(self, paper_id: str, budget: int, index: str | None = None) -> PaperRecord:
+        p = find_paper(self.pipeline(index).retriever, paper_id)
         record = PaperRecord(**{**PaperRef.of(p).model_dump(), "abstract": p.abstract,
                                 "authors": p.authors, "journal_ref": p.journal_ref, "date": p.date,
                                 "categories": p.categories, "source": p.source})
@@ -194,12 +194,13 @@ class RagTools:
             record.truncated = True
         return record
 
-    def export_citations(self, paper_ids: list[str], fmt: str, budget: int) -> ExportResult:
+    def export_citations(self, paper_ids: list[str], fmt: str, budget: int,
+                         index: str | None = None) -> ExportResult:
         from rag.export import export
 
         if not paper_ids:
             raise InputError("no paper ids given", "pass the ids of the papers to export")
-        retriever = self.pipeline().retriever
+        retriever = self.pipeline(index).retriever
         papers = list({p.paper_id: p for p in (find_paper(retriever, i) for i in paper_ids)}.values())
 
         def build(kept: Sequence[Paper], more: int) -> ExportResult:
@@ -211,7 +212,8 @@ class RagTools:
 
     def list_papers(self, filters: dict[str, Any], cursor: str | None, index: str | None,
                     budget: int) -> PaperPage:
-        accepted = _options(AskOptions(), **filters).to_filters()
+        # the server's filters (`rag mcp --venue ...`) keep the list as they keep a search
+        accepted = _options(self.defaults, **filters).to_filters()
         listed = [p for p in self.pipeline(index).retriever.papers() if accepted.accepts(p)]
         start = 0
         if cursor:
