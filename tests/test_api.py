@@ -356,6 +356,25 @@ def test_cors_origins_from_settings(seeded_settings, client: TestClient) -> None
     assert "access-control-allow-origin" not in resp.headers
 
 
+def test_a_browser_page_using_the_openai_js_sdk_passes_the_cors_preflight(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
+    # what the openai package for JavaScript sends from a page (dangerouslyAllowBrowser)
+    sdk_headers = ("authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,"
+                   "x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,"
+                   "x-stainless-runtime-version,x-stainless-timeout")
+    origin = "http://localhost:3000"
+    settings = seeded_settings.model_copy(update={"cors_origins": origin})
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        preflight = c.options("/v1/chat/completions", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": sdk_headers})
+        assert preflight.status_code == 200, preflight.text
+        allowed = {h.strip() for h in preflight.headers["access-control-allow-headers"].lower().split(",")}
+        assert set(sdk_headers.split(",")) <= allowed
+        resp = c.post("/v1/chat/completions", headers={"Origin": origin, "X-Stainless-Lang": "js"},
+                      json={"model": "rag-offline", "messages": [{"role": "user", "content": FACT_Q}]})
+        assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin
+
+
 def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
     from rag.errors import IndexStoreError
 
