@@ -13,9 +13,9 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
 from fastapi.responses import StreamingResponse
@@ -29,7 +29,7 @@ from rag.api.models import (
     ChatCompletionRequest,
     ModelListPublic,
 )
-from rag.errors import InputError
+from rag.errors import InputError, ModelNotFound
 from rag.render import tail
 from rag.schema import Answer, AskOptions, DoneEvent, Event, SentenceEvent
 
@@ -44,6 +44,7 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 # OpenAI parameters rag cannot honour: refused by name rather than silently ignored.
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "logprobs", "audio")
+T = TypeVar("T")
 
 
 def parse_model(name: str) -> tuple[str | None, str | None]:
@@ -56,6 +57,17 @@ def parse_model(name: str) -> tuple[str | None, str | None]:
         return "ollama", name[4:].strip()
     raise UnknownModel(f"the model {name!r} does not exist",
                        "use 'rag', 'rag-offline' or 'rag:<ollama model>' (see GET /v1/models)")
+
+
+async def _of_named_model(work: Awaitable[T], model: str | None) -> T:
+    """A model the request named ('rag:<name>') that Ollama lacks is OpenAI's unknown model
+    (404 model_not_found), not a 503: OpenAI clients retry a 503, twice by default."""
+    try:
+        return await work
+    except ModelNotFound as exc:
+        if model is None:  # 'rag': the server's own model is missing, the server's fault
+            raise
+        raise UnknownModel(exc.message, f"{exc.hint} (see GET /v1/models)") from None
 
 
 # In the Markdown content, from abstracts or the model: an HTML tag (<img onerror>, <script>)
@@ -172,7 +184,8 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     if not body.stream:
-        ans = await relay.answer(executor, pipeline, question, options, request, **kwargs)
+        ans = await _of_named_model(
+            relay.answer(executor, pipeline, question, options, request, **kwargs), model)
         result = ans.to_public()
         content = markdown_safe(result["answer"] + after_answer(result))
         return {
@@ -184,7 +197,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         }
 
     events = relay.events(executor, pipeline, question, options, **kwargs)
-    first = await anext(events)  # an error before the first event is a plain JSON error
+    first = await _of_named_model(anext(events), model)  # an error before it: a JSON error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
