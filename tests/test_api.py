@@ -258,6 +258,12 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
      "role is user, assistant or system"),
     ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG] * 60 + [
         {"role": "user", "content": ""}]}, "messages.60.content", "a question is 1..2000 characters"),
+    # a field that takes one of two types was named as two fields that do not exist (year.str,
+    # year.int), with no hint
+    ("post", "/ask", {"question": "hi", "year": [2023]}, "year", "year is a year or a range"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": [{"role": "user", "content": 5}]},
+     "messages.0.content", 'content is text or a list of parts [{"type": "text", "text": "..."}]'),
+    ("post", "/ask", {"question": "hi", "str": 1}, "str", "the fields are: k, llm, model,"),
 ])
 def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: str, path: str,
                                                     payload: dict[str, Any], field: str, hint: str) -> None:
@@ -265,6 +271,7 @@ def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: 
     body = resp.json()["error"] if path.startswith("/v1") else resp.json()
     assert resp.status_code == (400 if path.startswith("/v1") else 422)
     assert body["fields"] == [field] and hint in body["hint"], body
+    assert body.get("param", field) == field  # /v1: OpenAI's param names it too
     assert "50 messages" not in body["hint"] or path == "/chat"  # /v1 trims, it has no such limit
 
 

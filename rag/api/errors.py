@@ -131,6 +131,18 @@ def error_response(request: Request, exc: BaseException) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+# pydantic puts the member of a union it tried into the location (year.str, year.int,
+# messages.0.content.list[OpenAIContentPart]): no field the client sent, so left out of it.
+_UNION_MEMBER = re.compile(r"str|int|float|bool|bytes|none|[\w-]+\[.*\]")
+
+
+def _loc(error: Any) -> list[str | int]:
+    loc = [p if isinstance(p, int) else str(p) for p in error.get("loc", ())]
+    own = len(loc) - 1 if error.get("type") == "extra_forbidden" else -1  # the client's key
+    return [p for i, p in enumerate(loc)
+            if isinstance(p, int) or i == own or not _UNION_MEMBER.fullmatch(p)]
+
+
 def _field(loc: Sequence[str | int]) -> str:
     parts = [str(p) for p in loc[1:]] if len(loc) > 1 and loc[0] in ("body", "query", "path") else [
         str(p) for p in loc]
@@ -171,6 +183,8 @@ def _hint(request: Request, error: dict[str, Any]) -> str:
     name = str(loc[-1]) if loc else "body"
     if name == "content" and "question" in error["msg"]:  # the last message
         return QUESTION_HINT
+    if name == "content" and is_openai(request):
+        return 'content is text or a list of parts [{"type": "text", "text": "..."}]; ' + FIELD_HINTS[name]
     if name == "messages":
         return ("at least one message, the last the user's question" if is_openai(request)
                 else f"1..{MAX_MESSAGES} messages, the last the user's question")
@@ -182,8 +196,8 @@ def _hint(request: Request, error: dict[str, Any]) -> str:
 
 
 def validation_response(request: Request, errors: Sequence[Any]) -> JSONResponse:
-    detail = [{"loc": [p if isinstance(p, int) else str(p) for p in e.get("loc", ())],
-               "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in errors]
+    detail = [{"loc": _loc(e), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in errors]
     fields = list(dict.fromkeys(_field(d["loc"]) for d in detail))
     message = "invalid request: " + "; ".join(f"{_field(d['loc'])}: {d['msg']}" for d in detail)
     hint = _hint(request, {**detail[0], "expected": (errors[0].get("ctx") or {}).get("expected")}) \
