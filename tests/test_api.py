@@ -454,6 +454,19 @@ def test_openai_chat_completion_in_process(client: TestClient) -> None:
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "model_not_found"
 
 
+def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
+    # OpenAI's request types every optional field "or null"; clients that serialise an unset
+    # field as null (stream included) got a 400 "stream: Input should be a valid boolean"
+    nulls = dict.fromkeys(("stream", "stream_options", "n", "temperature", "max_tokens",
+                           "max_completion_tokens", "stop", "user", "seed", "tools",
+                           "tool_choice", "response_format", "logprobs"))
+    resp = client.post("/v1/chat/completions", json={
+        "model": "rag-offline", "messages": [{"role": "user", "content": FACT_Q}], **nulls})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["object"] == "chat.completion"
+    assert "3.76x" in resp.json()["choices"][0]["message"]["content"]
+
+
 def test_the_page_and_its_files(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")

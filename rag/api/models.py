@@ -343,7 +343,7 @@ class ChatCompletionRequest(_Filters):
 
     model: str = Field("rag", description="'rag', 'rag-offline' or 'rag:<ollama model>'.")
     messages: list[OpenAIMessage] = Field(min_length=1, max_length=MAX_OPENAI_MESSAGES)
-    stream: bool = False
+    stream: bool | None = Field(False, description="null: false, as OpenAI takes it.")
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, description="Only 1 is supported.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
