@@ -28,6 +28,7 @@ from rag.api.models import (
     ChatCompletionPublic,
     ChatCompletionRequest,
     ModelListPublic,
+    ModelPublic,
 )
 from rag.errors import InputError, ModelNotFound
 from rag.render import tail
@@ -153,6 +154,18 @@ async def list_models(settings: SettingsDep, light: LightExecutorDep) -> Any:
     ids = ["rag", "rag-offline", *(f"rag:{n}" for n in names)]
     return {"object": "list",
             "data": [{"id": i, "object": "model", "created": STARTED, "owned_by": "rag"} for i in ids]}
+
+
+@router.get("/models/{model:path}", response_model=ModelPublic, responses=OPENAI_ERRORS,
+            summary="One model rag offers (404 model_not_found for any other)")
+async def retrieve_model(model: str, settings: SettingsDep, light: LightExecutorDep) -> Any:
+    listed = (await list_models(settings, light))["data"]
+    # 'rag:llama3.2' is the model listed as 'rag:llama3.2:latest', as chat completions take it
+    found = next((m for m in listed if m["id"].removesuffix(":latest") == model.removesuffix(":latest")), None)
+    if found is None:
+        parse_model(model)  # a name rag never offers says which ones it does
+        raise UnknownModel(f"the model {model!r} is not in Ollama", "see GET /v1/models")
+    return found
 
 
 @router.post(
