@@ -505,3 +505,20 @@ def test_a_broken_model_stream_is_finish_reason_error(client: TestClient, seeded
     body = resp.json()
     assert body["incomplete"] and body["finish_reason"] == "error" and body["answer"].strip()
     assert body["error"]["message"].startswith("the answer stream from Ollama broke off")
+
+
+def test_a_broken_model_stream_under_v1_is_an_openai_error(client: TestClient, seeded_settings, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    from rag.answering import Pipeline
+
+    # it was a 200 with finish_reason "error", which is none of OpenAI's (clients that read the
+    # reason as OpenAI's enum fail to parse the reply); streamed, it was already this error
+    ollama_server.behaviour = "cut"
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama_server.url})
+    with Pipeline(settings, client.app.state.pipeline.retriever) as pipeline, \
+            TestClient(create_app(settings, pipeline=pipeline)) as c:
+        resp = c.post("/v1/chat/completions", json={
+            "model": "rag:llama3.2", "messages": [{"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 503, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "service_unavailable" and error["code"] == "StreamBroken"
+    assert error["message"].startswith("the answer stream from Ollama broke off") and error["hint"]

@@ -18,7 +18,7 @@ from functools import lru_cache
 from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.api import relay
 from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
@@ -128,6 +128,12 @@ def after_answer(result: dict[str, Any]) -> str:
     return "".join("\n\n" + p for p in parts)
 
 
+def _stream_broken(ans: Answer) -> dict[str, Any]:
+    """The model's stream broke off: a 503 error (the answer so far is not sent as a reply)."""
+    data = relay.incomplete_data(ans)
+    return openai_error(data["message"], data["hint"], "StreamBroken", 503)
+
+
 def rag_extra(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("answerer", "abstained", "incomplete", "notices", "standalone_question", "sentences",
             "dropped_citations", "rewritten_citations", "timings_ms")
@@ -199,6 +205,8 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     if not body.stream:
         ans = await _of_named_model(
             relay.answer(executor, pipeline, question, options, request, **kwargs), model)
+        if ans.error is not None:  # OpenAI has no finish_reason for it: an error, as streamed
+            return JSONResponse(_stream_broken(ans), status_code=503)
         result = ans.to_public()
         content = markdown_safe(result["answer"] + after_answer(result))
         return {
@@ -240,8 +248,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                 elif isinstance(ev, DoneEvent):
                     ans, result = ev.answer, ev.answer.to_public()
                     if ans.error is not None:
-                        data = relay.incomplete_data(ans)
-                        yield f"data: {json.dumps(openai_error(data['message'], data['hint'], 'StreamBroken', 503))}\n\n".encode()
+                        yield f"data: {json.dumps(_stream_broken(ans))}\n\n".encode()
                         return
                     rest = markdown_safe(after_answer(result))
                     if rest:
