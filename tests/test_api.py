@@ -264,6 +264,15 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
     ("post", "/v1/chat/completions", {"model": "rag", "messages": [{"role": "user", "content": 5}]},
      "messages.0.content", 'content is text or a list of parts [{"type": "text", "text": "..."}]'),
     ("post", "/ask", {"question": "hi", "str": 1}, "str", "the fields are: k, llm, model,"),
+    # these said only "see ... at /docs"
+    ("post", "/v1/chat/completions", {"model": 4, "messages": [MSG]}, "model",
+     "model is 'rag', 'rag-offline' or 'rag:<ollama model>'"),
+    ("post", "/ask", {"question": "hi", "model": 4}, "model", "model is the name of an Ollama model"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": ["hi"]}, "messages.0",
+     'each message is an object {"role": "user", "content": "..."}'),
+    ("post", "/chat", {"messages": [MSG], "stream": "maybe"}, "stream", "stream is true or false"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG], "stream_options": {
+        "include_usage": "maybe"}}, "stream_options.include_usage", "stream_options.include_usage is true or false"),
 ])
 def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: str, path: str,
                                                     payload: dict[str, Any], field: str, hint: str) -> None:

@@ -188,8 +188,15 @@ def _hint(request: Request, error: dict[str, Any]) -> str:
     if name == "messages":
         return ("at least one message, the last the user's question" if is_openai(request)
                 else f"1..{MAX_MESSAGES} messages, the last the user's question")
+    if isinstance(loc[-1], int) and len(loc) > 1 and loc[-2] == "messages":
+        return 'each message is an object {"role": "user", "content": "..."}'
+    if name == "model":
+        return ("model is 'rag', 'rag-offline' or 'rag:<ollama model>' (GET /v1/models lists them)"
+                if is_openai(request) else "model is the name of an Ollama model, e.g. llama3.2")
     if name in FIELD_HINTS:
         return FIELD_HINTS[name]
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{_field(loc)} is true or false"
     if kind == "literal_error" and error.get("expected"):
         return f"{_field(loc)} is one of {error['expected']}"
     return f"see {request.method} {request.url.path} at /docs"
