@@ -463,6 +463,23 @@ def test_openai_chat_completion_in_process(client: TestClient) -> None:
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "model_not_found"
 
 
+def test_a_long_openai_conversation_of_long_answers_is_trimmed_not_refused(client: TestClient) -> None:
+    # 60 turns of 4,000-character answers (240,000 characters, a quarter of the body limit)
+    # were a 400 "the messages are at most 200000 characters together" on every next question
+    answer = "Skrull schedules long-SFT data [1]. " * 110
+    turns = [{"role": "user", "content": "What is Skrull?"}, {"role": "assistant", "content": answer}] * 60
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "system", "content": "Be brief."}, *turns, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 200, resp.text
+    assert "3.76x" in resp.json()["choices"][0]["message"]["content"]
+    # what it answers from is still bounded: the last turns and the system messages
+    huge = [{"role": "system", "content": "x" * 19_000}] * 11
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        *huge, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 400 and "characters together" in resp.json()["error"]["message"]
+    assert "all of them at most 200,000 together" in resp.json()["error"]["hint"]
+
+
 def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
     # OpenAI's request types every optional field "or null"; clients that serialise an unset
     # field as null (stream included) got a 400 "stream: Input should be a valid boolean"

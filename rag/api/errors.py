@@ -183,6 +183,8 @@ def _hint(request: Request, error: dict[str, Any]) -> str:
     name = str(loc[-1]) if loc else "body"
     if name == "content" and "question" in error["msg"]:  # the last message
         return QUESTION_HINT
+    if name == "body" and "characters together" in error["msg"]:  # all messages' lengths
+        return FIELD_HINTS["content"]
     if name == "content" and is_openai(request):
         return 'content is text or a list of parts [{"type": "text", "text": "..."}]; ' + FIELD_HINTS[name]
     if name == "messages":

@@ -18,11 +18,10 @@ from rag.schema import MAX_K, MAX_QUESTION, AskOptions, NotBlank, YearFilter
 
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
-# turns (rag condenses follow-ups from the last few), not refused.
-# A count well above what the body limit (RAG_MAX_BODY_KB) lets through at its default, so a
-# long conversation is trimmed, not refused; it bounds the work where that limit is raised.
+# turns (rag condenses follow-ups from the last few), not refused. A count well above what the
+# body limit (RAG_MAX_BODY_KB) lets through at its default; it bounds the work where it is raised.
 MAX_OPENAI_MESSAGES = 100_000
-OPENAI_HISTORY = 20
+OPENAI_HISTORY = 20  # /v1: the turns answered from; MAX_TOTAL_CHARS counts only them there
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
 MAX_TOTAL_CHARS = 200_000  # all messages of one request together (bounds the work per request)
 
@@ -331,7 +330,6 @@ class OpenAIMessage(BaseModel):
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-
     include_usage: bool = False
 
 
@@ -351,7 +349,9 @@ class ChatCompletionRequest(_Filters):
 
     @model_validator(mode="after")
     def _not_huge(self) -> ChatCompletionRequest:
-        _total_chars([m.text() for m in self.messages])
+        kept = [m for m in self.messages[:-1] if m.role in ("user", "assistant")][-OPENAI_HISTORY:]
+        _total_chars([m.text() for m in self.messages if m.role in ("system", "developer")] +
+                     [m.text() for m in [*kept, self.messages[-1]]])
         return self
 
 
