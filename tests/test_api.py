@@ -480,6 +480,23 @@ def test_a_long_openai_conversation_of_long_answers_is_trimmed_not_refused(clien
     assert "all of them at most 200,000 together" in resp.json()["error"]["hint"]
 
 
+def test_an_old_overlong_message_does_not_refuse_every_later_question(client: TestClient) -> None:
+    # a paper pasted early in a chat (30,000 characters) stays in the conversation the client
+    # sends: each later question was a 400 "messages.0.content: a message is at most 20000
+    # characters", though the turns answered from are only the last ones
+    pasted = {"role": "user", "content": "Here is a paper. " * 1800}
+    turns = [{"role": "user", "content": "What is Skrull?"},
+             {"role": "assistant", "content": "Skrull schedules long-SFT data [1]."}] * 15
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        pasted, *turns, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 200, resp.text
+    # among the turns answered from, it is still refused, naming the message
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        pasted, {"role": "assistant", "content": "Noted."}, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages.0.content"
+    assert "at most 20000 characters" in resp.json()["error"]["message"]
+
+
 def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
     # OpenAI's request types every optional field "or null"; clients that serialise an unset
     # field as null (stream included) got a 400 "stream: Input should be a valid boolean"

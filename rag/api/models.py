@@ -21,7 +21,7 @@ MAX_MESSAGES = 50
 # turns (rag condenses follow-ups from the last few), not refused. A count well above what the
 # body limit (RAG_MAX_BODY_KB) lets through at its default; it bounds the work where it is raised.
 MAX_OPENAI_MESSAGES = 100_000
-OPENAI_HISTORY = 20  # /v1: the turns answered from; MAX_TOTAL_CHARS counts only them there
+OPENAI_HISTORY = 20  # /v1: the turns answered from; the limits below count only them there
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
 MAX_TOTAL_CHARS = 200_000  # all messages of one request together (bounds the work per request)
 
@@ -313,15 +313,6 @@ class OpenAIMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[OpenAIContentPart] | None = None
 
-    @field_validator("content")
-    @classmethod
-    def _not_huge(cls, v: str | list[OpenAIContentPart] | None) -> Any:
-        # a list of parts counts all its text: split into parts, a message is no longer
-        n = len(v) if isinstance(v, str) else sum(len(p.text or "") for p in v or [])
-        if n > MAX_MESSAGE_CHARS:
-            raise ValueError(f"a message is at most {MAX_MESSAGE_CHARS} characters")
-        return v
-
     def text(self) -> str:
         if isinstance(self.content, list):
             return "\n".join(p.text or "" for p in self.content if p.type == "text")
@@ -346,13 +337,8 @@ class ChatCompletionRequest(_Filters):
     n: int | None = Field(None, description="Only 1 is supported.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
     strict: bool = Field(False, description="rag extension: drop unsupported sentences.")
-
-    @model_validator(mode="after")
-    def _not_huge(self) -> ChatCompletionRequest:
-        kept = [m for m in self.messages[:-1] if m.role in ("user", "assistant")][-OPENAI_HISTORY:]
-        _total_chars([m.text() for m in self.messages if m.role in ("system", "developer")] +
-                     [m.text() for m in [*kept, self.messages[-1]]])
-        return self
+    # The lengths of the messages answered from are checked by the route (older turns are
+    # trimmed, whatever their length), which names the message at fault.
 
 
 class AssistantMessagePublic(_Public):

@@ -13,7 +13,7 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator, Awaitable
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from functools import lru_cache
 from typing import Any, TypeVar
 
@@ -22,8 +22,17 @@ from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.api import relay
 from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
-from rag.api.errors import UnknownModel, describe, openai_error, split_conversation, status_of
+from rag.api.errors import (
+    UnknownModel,
+    describe,
+    field_error,
+    openai_error,
+    split_conversation,
+    status_of,
+)
 from rag.api.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_TOTAL_CHARS,
     OPENAI_HISTORY,
     ChatCompletionPublic,
     ChatCompletionRequest,
@@ -93,6 +102,21 @@ def _refuse_unsupported(body: ChatCompletionRequest) -> None:
         if extra.get(name) not in (None, [], False):
             raise InputError(f"the parameter '{name}' is not supported by rag",
                              f"remove '{name}' from the request")
+
+
+def _not_huge(texts: Sequence[tuple[str, str]]) -> None:
+    """The limits of /chat, on the messages answered from (system messages, the last turns,
+    the question): older turns are trimmed, so a long one there does not refuse the request."""
+    last = len(texts) - 1
+    turns = [i for i, (role, _) in enumerate(texts[:last]) if role in ("user", "assistant")]
+    kept = [i for i, (role, _) in enumerate(texts) if role in ("system", "developer")]
+    kept = sorted({*kept, *turns[-OPENAI_HISTORY:], last})
+    for i in kept:
+        if len(texts[i][1]) > MAX_MESSAGE_CHARS:
+            raise field_error(("body", "messages", i, "content"),
+                              f"a message is at most {MAX_MESSAGE_CHARS} characters", "string_too_long")
+    if sum(len(texts[i][1]) for i in kept) > MAX_TOTAL_CHARS:
+        raise field_error(("body",), f"the messages are at most {MAX_TOTAL_CHARS} characters together")
 
 
 @lru_cache(maxsize=1)
@@ -195,6 +219,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     llm, model = parse_model(body.model)
     texts = [(m.role, m.text()) for m in body.messages]
     question, history = split_conversation(texts)
+    _not_huge(texts)
     instructions = "\n".join(t for r, t in texts if r in ("system", "developer") and t.strip())
     options = AskOptions(k=body.k, llm=llm, model=model, strict=body.strict, venue=body.venue,
                          year=body.year, source=body.source, category=body.category)
