@@ -497,6 +497,18 @@ def test_an_old_overlong_message_does_not_refuse_every_later_question(client: Te
     assert "at most 20000 characters" in resp.json()["error"]["message"]
 
 
+@pytest.mark.parametrize(("method", "path"), [("post", "/chat/completions"), ("get", "/models"),
+                                            ("post", "/v1/v1/chat/completions")])
+def test_an_openai_client_without_v1_in_its_base_url_is_told_so(client: TestClient, method: str,
+                                                                 path: str) -> None:
+    # the most common misconfiguration of an OpenAI client (base URL http://127.0.0.1:8000) got
+    # only "no such endpoint: /chat/completions; the endpoints are listed at /docs"
+    resp = client.request(method.upper(), path, json={"model": "rag", "messages": [MSG]})
+    assert resp.status_code == 404
+    body = resp.json()["error"] if path.startswith("/v1/") else resp.json()
+    assert "base URL is http://testserver/v1 (with /v1 once)" in body["hint"], body
+
+
 def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
     # OpenAI's request types every optional field "or null"; clients that serialise an unset
     # field as null (stream included) got a 400 "stream: Input should be a valid boolean"

@@ -297,6 +297,9 @@ def install(app: FastAPI) -> None:
             return error_response(request, problem)
         if exc.status_code == 404:
             message, hint = f"no such endpoint: {request.url.path}", "the endpoints are listed at /docs"
+            if request.url.path.rstrip("/").endswith(("/chat/completions", "/models")):
+                # an OpenAI client whose base URL lacks /v1 (or has it twice)
+                hint = f"an OpenAI client's base URL is {request.base_url}v1 (with /v1 once); {hint}"
         elif exc.status_code == 405:
             message, hint = f"{request.method} is not allowed on {request.url.path}", "see /docs"
         else:
