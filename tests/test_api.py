@@ -509,6 +509,19 @@ def test_an_openai_client_without_v1_in_its_base_url_is_told_so(client: TestClie
     assert "base URL is http://testserver/v1 (with /v1 once)" in body["hint"], body
 
 
+def test_a_question_of_only_an_image_says_that_only_text_is_read(client: TestClient) -> None:
+    # it said "the question is empty", though the user had sent something
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "user", "content": [image]}]})
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages.0.content"
+    assert "only content parts of type 'text'" in resp.json()["error"]["message"]
+    # an image beside text: the text is answered
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": FACT_Q}, image]}]})
+    assert resp.status_code == 200 and "3.76x" in resp.json()["choices"][0]["message"]["content"]
+
+
 def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
     # OpenAI's request types every optional field "or null"; clients that serialise an unset
     # field as null (stream included) got a 400 "stream: Input should be a valid boolean"

@@ -217,6 +217,11 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                            executor: ExecutorDep, request: Request) -> Any:
     _refuse_unsupported(body)
     llm, model = parse_model(body.model)
+    last = body.messages[-1]
+    if isinstance(last.content, list) and last.content and all(p.type != "text" for p in last.content):
+        raise field_error(("body", "messages", len(body.messages) - 1, "content"),
+                          "the question has no text: rag reads only content parts of type 'text' "
+                          "(images and files are left out)", "string_too_short")
     texts = [(m.role, m.text()) for m in body.messages]
     question, history = split_conversation(texts)
     _not_huge(texts)
