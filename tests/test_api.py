@@ -271,6 +271,21 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
      "role is user, assistant or system"),
     ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG] * 60 + [
         {"role": "user", "content": ""}]}, "messages.60.content", "a question is 1..2000 characters"),
+    # a field that takes one of two types was named as two fields that do not exist (year.str,
+    # year.int), with no hint
+    ("post", "/ask", {"question": "hi", "year": [2023]}, "year", "year is a year or a range"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": [{"role": "user", "content": 5}]},
+     "messages.0.content", 'content is text or a list of parts [{"type": "text", "text": "..."}]'),
+    ("post", "/ask", {"question": "hi", "str": 1}, "str", "the fields are: k, llm, model,"),
+    # these said only "see ... at /docs"
+    ("post", "/v1/chat/completions", {"model": 4, "messages": [MSG]}, "model",
+     "model is 'rag', 'rag-offline' or 'rag:<ollama model>'"),
+    ("post", "/ask", {"question": "hi", "model": 4}, "model", "model is the name of an Ollama model"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": ["hi"]}, "messages.0",
+     'each message is an object {"role": "user", "content": "..."}'),
+    ("post", "/chat", {"messages": [MSG], "stream": "maybe"}, "stream", "stream is true or false"),
+    ("post", "/v1/chat/completions", {"model": "rag", "messages": [MSG], "stream_options": {
+        "include_usage": "maybe"}}, "stream_options.include_usage", "stream_options.include_usage is true or false"),
 ])
 def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: str, path: str,
                                                     payload: dict[str, Any], field: str, hint: str) -> None:
@@ -278,6 +293,7 @@ def test_a_422_hint_says_what_to_do_about_its_field(client: TestClient, method: 
     body = resp.json()["error"] if path.startswith("/v1") else resp.json()
     assert resp.status_code == (400 if path.startswith("/v1") else 422)
     assert body["fields"] == [field] and hint in body["hint"], body
+    assert body.get("param", field) == field  # /v1: OpenAI's param names it too
     assert "50 messages" not in body["hint"] or path == "/chat"  # /v1 trims, it has no such limit
 
 
@@ -369,6 +385,25 @@ def test_cors_origins_from_settings(seeded_settings, client: TestClient) -> None
     assert "access-control-allow-origin" not in resp.headers
 
 
+def test_a_browser_page_using_the_openai_js_sdk_passes_the_cors_preflight(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
+    # what the openai package for JavaScript sends from a page (dangerouslyAllowBrowser)
+    sdk_headers = ("authorization,content-type,x-stainless-arch,x-stainless-lang,x-stainless-os,"
+                   "x-stainless-package-version,x-stainless-retry-count,x-stainless-runtime,"
+                   "x-stainless-runtime-version,x-stainless-timeout")
+    origin = "http://localhost:3000"
+    settings = seeded_settings.model_copy(update={"cors_origins": origin})
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        preflight = c.options("/v1/chat/completions", headers={
+            "Origin": origin, "Access-Control-Request-Method": "POST",
+            "Access-Control-Request-Headers": sdk_headers})
+        assert preflight.status_code == 200, preflight.text
+        allowed = {h.strip() for h in preflight.headers["access-control-allow-headers"].lower().split(",")}
+        assert set(sdk_headers.split(",")) <= allowed
+        resp = c.post("/v1/chat/completions", headers={"Origin": origin, "X-Stainless-Lang": "js"},
+                      json={"model": "rag-offline", "messages": [{"role": "user", "content": FACT_Q}]})
+        assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin
+
+
 def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
     from rag.errors import IndexStoreError
 
@@ -441,6 +476,78 @@ def test_openai_chat_completion_in_process(client: TestClient) -> None:
     assert resp.status_code == 404 and resp.json()["error"]["code"] == "model_not_found"
 
 
+def test_a_long_openai_conversation_of_long_answers_is_trimmed_not_refused(client: TestClient) -> None:
+    # 60 turns of 4,000-character answers (240,000 characters, a quarter of the body limit)
+    # were a 400 "the messages are at most 200000 characters together" on every next question
+    answer = "Skrull schedules long-SFT data [1]. " * 110
+    turns = [{"role": "user", "content": "What is Skrull?"}, {"role": "assistant", "content": answer}] * 60
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "system", "content": "Be brief."}, *turns, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 200, resp.text
+    assert "3.76x" in resp.json()["choices"][0]["message"]["content"]
+    # what it answers from is still bounded: the last turns and the system messages
+    huge = [{"role": "system", "content": "x" * 19_000}] * 11
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        *huge, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 400 and "characters together" in resp.json()["error"]["message"]
+    assert "all of them at most 200,000 together" in resp.json()["error"]["hint"]
+
+
+def test_an_old_overlong_message_does_not_refuse_every_later_question(client: TestClient) -> None:
+    # a paper pasted early in a chat (30,000 characters) stays in the conversation the client
+    # sends: each later question was a 400 "messages.0.content: a message is at most 20000
+    # characters", though the turns answered from are only the last ones
+    pasted = {"role": "user", "content": "Here is a paper. " * 1800}
+    turns = [{"role": "user", "content": "What is Skrull?"},
+             {"role": "assistant", "content": "Skrull schedules long-SFT data [1]."}] * 15
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        pasted, *turns, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 200, resp.text
+    # among the turns answered from, it is still refused, naming the message
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        pasted, {"role": "assistant", "content": "Noted."}, {"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages.0.content"
+    assert "at most 20000 characters" in resp.json()["error"]["message"]
+
+
+@pytest.mark.parametrize(("method", "path"), [("post", "/chat/completions"), ("get", "/models"),
+                                            ("post", "/v1/v1/chat/completions")])
+def test_an_openai_client_without_v1_in_its_base_url_is_told_so(client: TestClient, method: str,
+                                                                 path: str) -> None:
+    # the most common misconfiguration of an OpenAI client (base URL http://127.0.0.1:8000) got
+    # only "no such endpoint: /chat/completions; the endpoints are listed at /docs"
+    resp = client.request(method.upper(), path, json={"model": "rag", "messages": [MSG]})
+    assert resp.status_code == 404
+    body = resp.json()["error"] if path.startswith("/v1/") else resp.json()
+    assert "base URL is http://testserver/v1 (with /v1 once)" in body["hint"], body
+
+
+def test_a_question_of_only_an_image_says_that_only_text_is_read(client: TestClient) -> None:
+    # it said "the question is empty", though the user had sent something
+    image = {"type": "image_url", "image_url": {"url": "data:image/png;base64,iVBORw0KGgo="}}
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "user", "content": [image]}]})
+    assert resp.status_code == 400 and resp.json()["error"]["param"] == "messages.0.content"
+    assert "only content parts of type 'text'" in resp.json()["error"]["message"]
+    # an image beside text: the text is answered
+    resp = client.post("/v1/chat/completions", json={"model": "rag-offline", "messages": [
+        {"role": "user", "content": [{"type": "text", "text": FACT_Q}, image]}]})
+    assert resp.status_code == 200 and "3.76x" in resp.json()["choices"][0]["message"]["content"]
+
+
+def test_openai_fields_sent_as_null_are_left_out(client: TestClient) -> None:
+    # OpenAI's request types every optional field "or null"; clients that serialise an unset
+    # field as null (stream included) got a 400 "stream: Input should be a valid boolean"
+    nulls = dict.fromkeys(("stream", "stream_options", "n", "temperature", "max_tokens",
+                           "max_completion_tokens", "stop", "user", "seed", "tools",
+                           "tool_choice", "response_format", "logprobs"))
+    resp = client.post("/v1/chat/completions", json={
+        "model": "rag-offline", "messages": [{"role": "user", "content": FACT_Q}], **nulls})
+    assert resp.status_code == 200, resp.text
+    assert resp.json()["object"] == "chat.completion"
+    assert "3.76x" in resp.json()["choices"][0]["message"]["content"]
+
+
 def test_the_page_and_its_files(client: TestClient) -> None:
     page = client.get("/")
     assert page.status_code == 200 and page.headers["content-type"].startswith("text/html")
@@ -479,3 +586,20 @@ def test_a_broken_model_stream_is_finish_reason_error(client: TestClient, seeded
     body = resp.json()
     assert body["incomplete"] and body["finish_reason"] == "error" and body["answer"].strip()
     assert body["error"]["message"].startswith("the answer stream from Ollama broke off")
+
+
+def test_a_broken_model_stream_under_v1_is_an_openai_error(client: TestClient, seeded_settings, ollama_server) -> None:  # type: ignore[no-untyped-def]
+    from rag.answering import Pipeline
+
+    # it was a 200 with finish_reason "error", which is none of OpenAI's (clients that read the
+    # reason as OpenAI's enum fail to parse the reply); streamed, it was already this error
+    ollama_server.behaviour = "cut"
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama_server.url})
+    with Pipeline(settings, client.app.state.pipeline.retriever) as pipeline, \
+            TestClient(create_app(settings, pipeline=pipeline)) as c:
+        resp = c.post("/v1/chat/completions", json={
+            "model": "rag:llama3.2", "messages": [{"role": "user", "content": FACT_Q}]})
+    assert resp.status_code == 503, resp.text
+    error = resp.json()["error"]
+    assert error["type"] == "service_unavailable" and error["code"] == "StreamBroken"
+    assert error["message"].startswith("the answer stream from Ollama broke off") and error["hint"]

@@ -350,14 +350,19 @@ def test_client_reports_an_unreachable_server() -> None:
 # -- abandoned requests ----------------------------------------------------------------------
 
 
-@pytest.mark.parametrize("path", ["/ask", "/chat"])
-def test_a_client_that_gives_up_stops_the_model(server: RagServer, behaviour, path: str) -> None:  # type: ignore[no-untyped-def]
+@pytest.mark.parametrize(("path", "stream"), [("/ask", False), ("/chat", True),
+                                            ("/v1/chat/completions", False),
+                                            ("/v1/chat/completions", True)])
+def test_a_client_that_gives_up_stops_the_model(server: RagServer, behaviour, path: str,  # type: ignore[no-untyped-def]
+                                                stream: bool) -> None:
     """A client that times out and goes away must not leave the server generating (and a
     worker busy) for an answer nobody reads: the model's stream is closed early."""
     ollama = behaviour("cited", delay=0.4)  # a few seconds for the whole answer
     before, ended = ollama.completed_streams, ollama.ended_streams
+    messages = [{"role": "user", "content": FACT_Q}]
     body = {"question": FACT_Q, "llm": "ollama"} if path == "/ask" else \
-        {"messages": [{"role": "user", "content": FACT_Q}], "llm": "ollama", "stream": True}
+        {"messages": messages, "llm": "ollama", "stream": True} if path == "/chat" else \
+        {"messages": messages, "model": "rag:llama3.2", "stream": stream}
     with pytest.raises(httpx.ReadTimeout), httpx.Client(timeout=httpx.Timeout(60, read=1.5)) as c, \
             c.stream("POST", server.url + path, json=body, headers=AUTH) as resp:
         for _ in resp.iter_bytes():

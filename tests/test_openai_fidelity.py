@@ -104,3 +104,28 @@ def test_malformed_requests_get_openai_error_objects(client) -> None:  # type: i
     with pytest.raises(openai.NotFoundError) as missing:
         client.chat.completions.create(model="gpt-4", messages=[{"role": "user", "content": FACT_Q}])
     assert missing.value.body["code"] == "model_not_found"  # type: ignore[index]
+
+
+@pytest.mark.parametrize("stream", [False, True])
+def test_an_ollama_model_the_server_lacks_is_openais_unknown_model(client, stream: bool) -> None:  # type: ignore[no-untyped-def]
+    import openai
+
+    # a 503 would be retried by the client (twice by default) for a model that will not appear
+    with pytest.raises(openai.NotFoundError) as missing:
+        client.chat.completions.create(model="rag:no-such-model", stream=stream,
+                                       messages=[{"role": "user", "content": FACT_Q}])
+    body = missing.value.body
+    assert isinstance(body, dict) and body["code"] == "model_not_found" and body["param"] == "model"
+    assert "no-such-model" in body["message"] and "ollama pull no-such-model" in body["hint"]
+
+
+def test_a_model_is_retrieved_by_its_id(client) -> None:  # type: ignore[no-untyped-def]
+    import openai
+
+    # the openai client's models.retrieve (GET /v1/models/{id}) was "no such endpoint"
+    assert client.models.retrieve("rag-offline").id == "rag-offline"
+    assert client.models.retrieve("rag:llama3.2").id == "rag:llama3.2:latest"
+    for unknown in ("gpt-4", "rag:no-such-model"):
+        with pytest.raises(openai.NotFoundError) as missing:
+            client.models.retrieve(unknown)
+        assert missing.value.body["code"] == "model_not_found", missing.value.body  # type: ignore[index]

@@ -133,9 +133,12 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
     app.add_middleware(RequestGuards, settings=settings)  # Host, body size, key before body, stall
     origins = _cors_origins(settings)
     if origins:
+        # Any header a page of an allowed origin asks for: the openai JS SDK sends its own
+        # X-Stainless-* headers (a new one every few releases), and a preflight that refused
+        # one blocked every request of that page. The origin is what is trusted, not headers.
         app.add_middleware(
             CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["Authorization", "Content-Type"], max_age=600,
+            allow_headers=["*"], max_age=600,
         )
     for module in (answers, papers, service, openai):
         app.include_router(module.router)

@@ -131,6 +131,18 @@ def error_response(request: Request, exc: BaseException) -> JSONResponse:
     return JSONResponse(body, status_code=status, headers=headers)
 
 
+# pydantic puts the member of a union it tried into the location (year.str, year.int,
+# messages.0.content.list[OpenAIContentPart]): no field the client sent, so left out of it.
+_UNION_MEMBER = re.compile(r"str|int|float|bool|bytes|none|[\w-]+\[.*\]")
+
+
+def _loc(error: Any) -> list[str | int]:
+    loc = [p if isinstance(p, int) else str(p) for p in error.get("loc", ())]
+    own = len(loc) - 1 if error.get("type") == "extra_forbidden" else -1  # the client's key
+    return [p for i, p in enumerate(loc)
+            if isinstance(p, int) or i == own or not _UNION_MEMBER.fullmatch(p)]
+
+
 def _field(loc: Sequence[str | int]) -> str:
     parts = [str(p) for p in loc[1:]] if len(loc) > 1 and loc[0] in ("body", "query", "path") else [
         str(p) for p in loc]
@@ -173,19 +185,30 @@ def _hint(request: Request, error: dict[str, Any]) -> str:
     name = str(loc[-1]) if loc else "body"
     if name == "content" and "question" in error["msg"]:  # the last message
         return QUESTION_HINT
+    if name == "body" and "characters together" in error["msg"]:  # all messages' lengths
+        return FIELD_HINTS["content"]
+    if name == "content" and is_openai(request):
+        return 'content is text or a list of parts [{"type": "text", "text": "..."}]; ' + FIELD_HINTS[name]
     if name == "messages":
         return ("at least one message, the last the user's question" if is_openai(request)
                 else f"1..{MAX_MESSAGES} messages, the last the user's question")
+    if isinstance(loc[-1], int) and len(loc) > 1 and loc[-2] == "messages":
+        return 'each message is an object {"role": "user", "content": "..."}'
+    if name == "model":
+        return ("model is 'rag', 'rag-offline' or 'rag:<ollama model>' (GET /v1/models lists them)"
+                if is_openai(request) else "model is the name of an Ollama model, e.g. llama3.2")
     if name in FIELD_HINTS:
         return FIELD_HINTS[name]
+    if kind in ("bool_type", "bool_parsing"):
+        return f"{_field(loc)} is true or false"
     if kind == "literal_error" and error.get("expected"):
         return f"{_field(loc)} is one of {error['expected']}"
     return f"see {request.method} {request.url.path} at /docs"
 
 
 def validation_response(request: Request, errors: Sequence[Any]) -> JSONResponse:
-    detail = [{"loc": [p if isinstance(p, int) else str(p) for p in e.get("loc", ())],
-               "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))} for e in errors]
+    detail = [{"loc": _loc(e), "msg": str(e.get("msg", "")), "type": str(e.get("type", ""))}
+              for e in errors]
     fields = list(dict.fromkeys(_field(d["loc"]) for d in detail))
     message = "invalid request: " + "; ".join(f"{_field(d['loc'])}: {d['msg']}" for d in detail)
     hint = _hint(request, {**detail[0], "expected": (errors[0].get("ctx") or {}).get("expected")}) \
@@ -276,6 +299,9 @@ def install(app: FastAPI) -> None:
             return error_response(request, problem)
         if exc.status_code == 404:
             message, hint = f"no such endpoint: {request.url.path}", "the endpoints are listed at /docs"
+            if request.url.path.rstrip("/").endswith(("/chat/completions", "/models")):
+                # an OpenAI client whose base URL lacks /v1 (or has it twice)
+                hint = f"an OpenAI client's base URL is {request.base_url}v1 (with /v1 once); {hint}"
         elif exc.status_code == 405:
             message, hint = f"{request.method} is not allowed on {request.url.path}", "see /docs"
         else:

@@ -19,11 +19,10 @@ from rag.schema import FilterFields as _Filters
 
 MAX_MESSAGES = 50
 # OpenAI clients send the whole conversation every turn: a long one is trimmed to its last
-# turns (rag condenses follow-ups from the last few), not refused.
-# A count well above what the body limit (RAG_MAX_BODY_KB) lets through at its default, so a
-# long conversation is trimmed, not refused; it bounds the work where that limit is raised.
+# turns (rag condenses follow-ups from the last few), not refused. A count well above what the
+# body limit (RAG_MAX_BODY_KB) lets through at its default; it bounds the work where it is raised.
 MAX_OPENAI_MESSAGES = 100_000
-OPENAI_HISTORY = 20
+OPENAI_HISTORY = 20  # /v1: the turns answered from; the limits below count only them there
 MAX_MESSAGE_CHARS = 20_000  # earlier turns (answers) may be long; the question itself <= 2000
 MAX_TOTAL_CHARS = 200_000  # all messages of one request together (bounds the work per request)
 
@@ -306,15 +305,6 @@ class OpenAIMessage(BaseModel):
     role: Literal["system", "developer", "user", "assistant", "tool", "function"]
     content: str | list[OpenAIContentPart] | None = None
 
-    @field_validator("content")
-    @classmethod
-    def _not_huge(cls, v: str | list[OpenAIContentPart] | None) -> Any:
-        # a list of parts counts all its text: split into parts, a message is no longer
-        n = len(v) if isinstance(v, str) else sum(len(p.text or "") for p in v or [])
-        if n > MAX_MESSAGE_CHARS:
-            raise ValueError(f"a message is at most {MAX_MESSAGE_CHARS} characters")
-        return v
-
     def text(self) -> str:
         if isinstance(self.content, list):
             return "\n".join(p.text or "" for p in self.content if p.type == "text")
@@ -323,7 +313,6 @@ class OpenAIMessage(BaseModel):
 
 class StreamOptions(BaseModel):
     model_config = ConfigDict(extra="allow")
-
     include_usage: bool = False
 
 
@@ -335,16 +324,13 @@ class ChatCompletionRequest(_Filters):
 
     model: str = Field("rag", description="'rag', 'rag-offline' or 'rag:<ollama model>'.")
     messages: list[OpenAIMessage] = Field(min_length=1, max_length=MAX_OPENAI_MESSAGES)
-    stream: bool = False
+    stream: bool | None = Field(False, description="null: false, as OpenAI takes it.")
     stream_options: StreamOptions | None = None
     n: int | None = Field(None, description="Only 1 is supported.")
     k: int | None = Field(None, ge=1, le=MAX_K, description="rag extension: papers to answer from.")
     strict: bool = Field(False, description="rag extension: drop unsupported sentences.")
-
-    @model_validator(mode="after")
-    def _not_huge(self) -> ChatCompletionRequest:
-        _total_chars([m.text() for m in self.messages])
-        return self
+    # The lengths of the messages answered from are checked by the route (older turns are
+    # trimmed, whatever their length), which names the message at fault.
 
 
 class AssistantMessagePublic(_Public):

@@ -13,23 +13,33 @@ import json
 import re
 import time
 import uuid
-from collections.abc import AsyncIterator
+from collections.abc import AsyncIterator, Awaitable, Sequence
 from functools import lru_cache
-from typing import Any
+from typing import Any, TypeVar
 
 from fastapi import APIRouter, Request
-from fastapi.responses import StreamingResponse
+from fastapi.responses import JSONResponse, StreamingResponse
 
 from rag.api import relay
 from rag.api.deps import PROTECTED, ExecutorDep, LightExecutorDep, PipelineDep, SettingsDep
-from rag.api.errors import UnknownModel, describe, openai_error, split_conversation, status_of
+from rag.api.errors import (
+    UnknownModel,
+    describe,
+    field_error,
+    openai_error,
+    split_conversation,
+    status_of,
+)
 from rag.api.models import (
+    MAX_MESSAGE_CHARS,
+    MAX_TOTAL_CHARS,
     OPENAI_HISTORY,
     ChatCompletionPublic,
     ChatCompletionRequest,
     ModelListPublic,
+    ModelPublic,
 )
-from rag.errors import InputError
+from rag.errors import InputError, ModelNotFound
 from rag.render import tail
 from rag.schema import Answer, AskOptions, DoneEvent, Event, SentenceEvent
 
@@ -44,6 +54,7 @@ OPENAI_ERRORS: dict[int | str, dict[str, Any]] = {
 }
 # OpenAI parameters rag cannot honour: refused by name rather than silently ignored.
 UNSUPPORTED = ("tools", "functions", "tool_choice", "function_call", "logprobs", "audio")
+T = TypeVar("T")
 
 
 def parse_model(name: str) -> tuple[str | None, str | None]:
@@ -56,6 +67,17 @@ def parse_model(name: str) -> tuple[str | None, str | None]:
         return "ollama", name[4:].strip()
     raise UnknownModel(f"the model {name!r} does not exist",
                        "use 'rag', 'rag-offline' or 'rag:<ollama model>' (see GET /v1/models)")
+
+
+async def _of_named_model(work: Awaitable[T], model: str | None) -> T:
+    """A model the request named ('rag:<name>') that Ollama lacks is OpenAI's unknown model
+    (404 model_not_found), not a 503: OpenAI clients retry a 503, twice by default."""
+    try:
+        return await work
+    except ModelNotFound as exc:
+        if model is None:  # 'rag': the server's own model is missing, the server's fault
+            raise
+        raise UnknownModel(exc.message, f"{exc.hint} (see GET /v1/models)") from None
 
 
 # In the Markdown content, from abstracts or the model: an HTML tag (<img onerror>, <script>)
@@ -80,6 +102,21 @@ def _refuse_unsupported(body: ChatCompletionRequest) -> None:
         if extra.get(name) not in (None, [], False):
             raise InputError(f"the parameter '{name}' is not supported by rag",
                              f"remove '{name}' from the request")
+
+
+def _not_huge(texts: Sequence[tuple[str, str]]) -> None:
+    """The limits of /chat, on the messages answered from (system messages, the last turns,
+    the question): older turns are trimmed, so a long one there does not refuse the request."""
+    last = len(texts) - 1
+    turns = [i for i, (role, _) in enumerate(texts[:last]) if role in ("user", "assistant")]
+    kept = [i for i, (role, _) in enumerate(texts) if role in ("system", "developer")]
+    kept = sorted({*kept, *turns[-OPENAI_HISTORY:], last})
+    for i in kept:
+        if len(texts[i][1]) > MAX_MESSAGE_CHARS:
+            raise field_error(("body", "messages", i, "content"),
+                              f"a message is at most {MAX_MESSAGE_CHARS} characters", "string_too_long")
+    if sum(len(texts[i][1]) for i in kept) > MAX_TOTAL_CHARS:
+        raise field_error(("body",), f"the messages are at most {MAX_TOTAL_CHARS} characters together")
 
 
 @lru_cache(maxsize=1)
@@ -115,6 +152,12 @@ def after_answer(result: dict[str, Any]) -> str:
     return "".join("\n\n" + p for p in parts)
 
 
+def _stream_broken(ans: Answer) -> dict[str, Any]:
+    """The model's stream broke off: a 503 error (the answer so far is not sent as a reply)."""
+    data = relay.incomplete_data(ans)
+    return openai_error(data["message"], data["hint"], "StreamBroken", 503)
+
+
 def rag_extra(result: dict[str, Any]) -> dict[str, Any]:
     keys = ("answerer", "abstained", "incomplete", "notices", "standalone_question", "sentences",
             "dropped_citations", "rewritten_citations", "timings_ms")
@@ -143,6 +186,18 @@ async def list_models(settings: SettingsDep, light: LightExecutorDep) -> Any:
             "data": [{"id": i, "object": "model", "created": STARTED, "owned_by": "rag"} for i in ids]}
 
 
+@router.get("/models/{model:path}", response_model=ModelPublic, responses=OPENAI_ERRORS,
+            summary="One model rag offers (404 model_not_found for any other)")
+async def retrieve_model(model: str, settings: SettingsDep, light: LightExecutorDep) -> Any:
+    listed = (await list_models(settings, light))["data"]
+    # 'rag:llama3.2' is the model listed as 'rag:llama3.2:latest', as chat completions take it
+    found = next((m for m in listed if m["id"].removesuffix(":latest") == model.removesuffix(":latest")), None)
+    if found is None:
+        parse_model(model)  # a name rag never offers says which ones it does
+        raise UnknownModel(f"the model {model!r} is not in Ollama", "see GET /v1/models")
+    return found
+
+
 @router.post(
     "/chat/completions", response_model=ChatCompletionPublic, responses=OPENAI_ERRORS,
     summary="OpenAI chat completions (streaming and not)",
@@ -162,8 +217,14 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                            executor: ExecutorDep, request: Request) -> Any:
     _refuse_unsupported(body)
     llm, model = parse_model(body.model)
+    last = body.messages[-1]
+    if isinstance(last.content, list) and last.content and all(p.type != "text" for p in last.content):
+        raise field_error(("body", "messages", len(body.messages) - 1, "content"),
+                          "the question has no text: rag reads only content parts of type 'text' "
+                          "(images and files are left out)", "string_too_short")
     texts = [(m.role, m.text()) for m in body.messages]
     question, history = split_conversation(texts)
+    _not_huge(texts)
     instructions = "\n".join(t for r, t in texts if r in ("system", "developer") and t.strip())
     options = AskOptions(k=body.k, llm=llm, model=model, strict=body.strict, venue=body.venue,
                          year=body.year, source=body.source, category=body.category,
@@ -173,7 +234,10 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
     if not body.stream:
-        ans = await relay.answer(executor, pipeline, question, options, request, **kwargs)
+        ans = await _of_named_model(
+            relay.answer(executor, pipeline, question, options, request, **kwargs), model)
+        if ans.error is not None:  # OpenAI has no finish_reason for it: an error, as streamed
+            return JSONResponse(_stream_broken(ans), status_code=503)
         result = ans.to_public()
         content = markdown_safe(result["answer"] + after_answer(result))
         return {
@@ -185,7 +249,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
         }
 
     events = relay.events(executor, pipeline, question, options, **kwargs)
-    first = await anext(events)  # an error before the first event is a plain JSON error
+    first = await _of_named_model(anext(events), model)  # an error before it: a JSON error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
     def chunk(delta: dict[str, Any] | None, finish: str | None = None, **extra: Any) -> bytes:
@@ -215,8 +279,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
                 elif isinstance(ev, DoneEvent):
                     ans, result = ev.answer, ev.answer.to_public()
                     if ans.error is not None:
-                        data = relay.incomplete_data(ans)
-                        yield f"data: {json.dumps(openai_error(data['message'], data['hint'], 'StreamBroken', 503))}\n\n".encode()
+                        yield f"data: {json.dumps(_stream_broken(ans))}\n\n".encode()
                         return
                     rest = markdown_safe(after_answer(result))
                     if rest:
