@@ -78,7 +78,7 @@ def test_search_filters_on_the_command_line(project) -> None:  # type: ignore[no
     assert len(re.findall(r"^ ?\d+\. ", proc.stdout, flags=re.M)) == 25
     assert proc.stdout.count("seeds/002_") == 25
     none = rag(project, "search", "training", "--year", "1999")
-    assert none.returncode == 0 and none.stdout.strip() == "No papers match."
+    assert none.returncode == 0 and none.stdout.strip() == "No papers match the filters: year 1999."
     bad = rag(project, "search", "training", "--year", "last year")
     assert bad.returncode == 2
     assert "year filter 'last year' is not a year or range" in bad.stderr

@@ -124,7 +124,10 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
         emit_json(result)
         return
     if not result["results"]:
-        click.echo("No papers match.")
+        from rag.retrieve import Filters
+
+        given = Filters.parse(**filters)  # as `rag ask` says it: which filters left nothing
+        click.echo(f"No papers match the filters: {given.describe()}." if given.active() else "No papers match.")
     for r in result["results"]:
         meta = " · ".join(str(x) for x in [r["venue"], r["year"], r["arxiv_id"] and f"arXiv:{r['arxiv_id']}"] if x)
         click.echo(f"{r['rank']:>2}. {r['label']}" + (f"  [{meta}]" if meta else ""))
