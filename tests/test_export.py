@@ -509,7 +509,7 @@ def test_api_exports_one_paper_or_all(client: TestClient) -> None:
     assert one.status_code == 200 and one.headers["content-type"].startswith("text/x-bibtex")
     assert list(parse_bibtex(one.text)) == ["fusefps2023"]
     ris = client.get("/papers", params={"format": "ris"})
-    assert ris.headers["content-type"].startswith("application/x-research-info-systems")
+    assert ris.headers["content-type"] == "application/x-research-info-systems; charset=utf-8"
     assert len(rispy.loads(ris.text)) == 60
     csl = client.get("/papers", params={"format": "csl-json"})
     assert csl.headers["content-type"].startswith("application/vnd.citationstyles.csl+json")

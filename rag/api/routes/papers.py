@@ -53,14 +53,17 @@ async def _exported(exports: ThreadPoolExecutor, papers: list[Paper], fmt: str,
     # 2,000 abstracts takes seconds. A large export streams, written a part at a time. Keys
     # are chosen among `every` paper of the index, so that each export gives a paper its key.
     parts = export_parts(papers, fmt, index_papers=every)
+    # Starlette names the charset of text/* types only: a client that decodes RIS without one
+    # garbled "Müller" (JSON is UTF-8 by definition).
+    media = MEDIA_TYPES[fmt] + ("; charset=utf-8" if fmt == "ris" else "")
     if len(parts) == 1:
-        return Response(await relay.run_blocking(exports, parts[0]), media_type=MEDIA_TYPES[fmt])
+        return Response(await relay.run_blocking(exports, parts[0]), media_type=media)
 
     async def stream() -> AsyncIterator[str]:
         for part in parts:
             yield await relay.run_blocking(exports, part)
 
-    return StreamingResponse(stream(), media_type=MEDIA_TYPES[fmt])
+    return StreamingResponse(stream(), media_type=media)
 
 
 def _known(papers: list[Paper], ids: list[str], index: str) -> list[str]:
