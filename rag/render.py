@@ -60,10 +60,13 @@ def nearest_lines(result: dict[str, Any]) -> list[str]:
             for d in result.get("nearest") or []]
 
 
-def tail(result: dict[str, Any], *, width: int | None = None) -> str:
+def tail(result: dict[str, Any], *, width: int | None = None, markdown: bool = False) -> str:
     """Everything after the answer text: notes, closest passages of an abstention, then the
-    references (wrapped to width)."""
-    parts = ["\n".join(notes(result))] if notes(result) else []
+    references (wrapped to width). `markdown`: for a client that renders the text as Markdown
+    (the OpenAI-compatible endpoint's chat front ends), where lines one newline apart run
+    together into one paragraph: each note and reference a paragraph of its own."""
+    line = "\n\n" if markdown else "\n"
+    parts = [line.join(notes(result))] if notes(result) else []
     if near := nearest_lines(result):
         if width:
             near = [textwrap.fill(n, width, subsequent_indent="  ") for n in near]
@@ -72,7 +75,7 @@ def tail(result: dict[str, Any], *, width: int | None = None) -> str:
         refs = reference_lines(result["citations"])
         if width:
             refs = [textwrap.fill(r, width, subsequent_indent="    ") for r in refs]
-        parts.append("References\n" + "\n".join(refs))
+        parts.append("References" + line + line.join(refs))
     return "\n\n".join(parts)
 
 

@@ -451,6 +451,19 @@ def test_openapi_documents_public_response_models(client: TestClient) -> None:
     assert "HTTPBearer" in spec["components"]["securitySchemes"]
 
 
+def test_openai_references_stay_apart_in_a_client_that_renders_markdown(client: TestClient) -> None:
+    # Open WebUI and LibreChat render the message as Markdown, where lines one newline apart
+    # run together into one paragraph: "[1] Skrull ... [2] DeepSpeed-Ulysses ..." on one line.
+    body = client.post("/v1/chat/completions", json={
+        "model": "rag-offline",
+        "messages": [{"role": "user", "content": "Which systems target training on long sequences?"}]}).json()
+    content, refs = body["choices"][0]["message"]["content"], body["references"]
+    paragraphs = content.split("\n\n")
+    assert len(refs) >= 2
+    for ref in refs:
+        assert sum(p.startswith(f"[{ref['n']}] ") and "\n" not in p for p in paragraphs) == 1
+
+
 def test_openai_chat_completion_in_process(client: TestClient) -> None:
     body = client.post("/v1/chat/completions", json={
         "model": "rag-offline", "temperature": 0.2,
@@ -458,7 +471,7 @@ def test_openai_chat_completion_in_process(client: TestClient) -> None:
                      {"role": "user", "content": [{"type": "text", "text": FACT_Q}]}]}).json()
     assert body["object"] == "chat.completion"
     content = body["choices"][0]["message"]["content"]
-    assert "3.76x" in content and "\nReferences\n[1] " in content
+    assert "3.76x" in content and "\n\nReferences\n\n[1] " in content
     assert body["references"][0]["n"] == 1 and body["rag"]["answerer"] == "extractive"
     with client.stream("POST", "/v1/chat/completions", json={
             "model": "rag-offline", "stream": True,

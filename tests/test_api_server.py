@@ -212,7 +212,7 @@ def test_openai_client_non_streaming(server: RagServer) -> None:
         completion = client.chat.completions.create(
             model="rag-offline", messages=[{"role": "user", "content": FACT_Q}])
     text = completion.choices[0].message.content or ""
-    assert "3.76x" in text and "[1]" in text and "\nReferences\n[1] " in text
+    assert "3.76x" in text and "[1]" in text and "\n\nReferences\n\n[1] " in text
     refs = completion.model_extra["references"]  # type: ignore[index]
     assert [r["n"] for r in refs] == list(range(1, len(refs) + 1))
     assert any(r["label"] == "Skrull" for r in refs)
@@ -234,7 +234,7 @@ def test_openai_client_streaming(server: RagServer, behaviour) -> None:  # type:
     assert chunks[-1].choices[0].finish_reason == "stop"
     refs = chunks[-1].model_extra["references"]  # type: ignore[index]
     text = "".join(pieces)
-    assert refs and "[1]" in text and "\nReferences\n" in text
+    assert refs and "[1]" in text and "\n\nReferences\n\n" in text
     assert "Checked answer" not in text  # the streamed text was already the checked one
     assert chunks[-1].model_extra["rag"]["answerer"] == "ollama:llama3.2"  # type: ignore[index]
 

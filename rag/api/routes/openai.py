@@ -147,7 +147,7 @@ def usage(ans: Answer, prompt: str, content: str) -> dict[str, int]:
 
 def after_answer(result: dict[str, Any]) -> str:
     """What follows the answer text in the message: notes, notices, references."""
-    parts = [tail(result)] if tail(result) else []
+    parts = [text] if (text := tail(result, markdown=True)) else []
     parts += [f"Note: {n}" for n in result["notices"]]
     return "".join("\n\n" + p for p in parts)
 
