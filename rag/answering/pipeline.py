@@ -168,10 +168,14 @@ class Pipeline:
                 if comparing:
                     checker.flush()
                     table = compare.model_table(standalone, sources, checker)
-                elif chosen.list_question and not checker.abstaining and checker.claims:
+                elif chosen.list_question:
+                    # The model's last line is still pending until a line ends: end it, or
+                    # the paper it cites would be listed again below as missing.
+                    yield from checker.feed("\n")
                     missing = [s for s in sources if s.n not in checker.cited()]
-                    if missing:  # the model left out papers that match: say so, from their abstracts
-                        yield from checker.feed("\nAlso matching:\n"
+                    if missing and checker.claims and not checker.abstaining:
+                        # the model left out papers that match: say so, from their abstracts
+                        yield from checker.feed("Also matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
             except LLMError as exc:  # not running, no model, a timeout, a reply not Ollama's
                 if mode == "ollama":
