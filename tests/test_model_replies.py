@@ -5,13 +5,18 @@ reply scripted on the Ollama test server and read as the user reads it."""
 from __future__ import annotations
 
 import json
+import re
 from pathlib import Path
 from typing import Any
 
+import pytest
+
+from rag.corpus.text import split_sentences
 from tests.conftest import run_rag
-from tests.ollama_server import OllamaTestServer
+from tests.ollama_server import OllamaTestServer, parse_sources
 
 LIST_Q = "Which papers study federated learning?"
+FACT_Q = "What techniques reduce communication in distributed training?"
 
 
 def ask(settings: Any, server: OllamaTestServer, tmp_path: Path, question: str,
@@ -36,3 +41,48 @@ def test_a_list_answer_does_not_list_again_the_paper_its_last_line_cites(
     assert model_says and listed, cited
     assert not model_says & listed, obj["answer"]  # each paper said once
     assert len(obj["citations"]) == len(model_says | listed)
+
+
+@pytest.fixture(scope="module")
+def claims(seeded_settings: Any, ollama: OllamaTestServer,
+           tmp_path_factory: pytest.TempPathFactory) -> list[tuple[int, str]]:
+    """(n, a sentence of that source's abstract) for FACT_Q's first three sources, as the
+    prompt numbers them: the claims the replies below cite."""
+    ollama.behaviour = "cited"
+    ask(seeded_settings, ollama, tmp_path_factory.mktemp("claims"), FACT_Q)
+    out = []
+    for n, abstract in parse_sources(ollama.last_prompt):
+        short = [s for s in split_sentences(abstract) if 40 < len(s) < 200 and s.endswith(".")]
+        if short:
+            out.append((n, short[0].rstrip(".")))
+    assert len(out) >= 3
+    return out[:3]
+
+
+def cited_right(obj: dict[str, Any], claims: list[tuple[int, str]]) -> None:
+    """Each claim is a sentence of its own, citing exactly the paper it came from."""
+    by_n = {c["n"]: c["abstract"] for c in obj["citations"]}
+    model_part = obj["answer"].split("Also matching:")[0]  # then the papers it left out
+    said = [s for s in obj["sentences"] if s["citations"] and s["text"] in model_part]
+    assert len(said) == len(claims), obj["answer"]
+    for s, (_, claim) in zip(said, claims, strict=True):
+        assert claim in s["text"] and len(s["citations"]) == 1, (s["text"], s["citations"])
+        assert claim in by_n[s["citations"][0]], (claim, s["citations"])
+
+
+def test_citations_at_the_start_of_sentences_cite_those_sentences(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path,
+        claims: list[tuple[int, str]]) -> None:
+    reply = " ".join(f"[{n}] {claim}." for n, claim in claims)
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, reply)
+    cited_right(obj, claims)
+
+
+def test_a_citation_after_the_full_stop_streamed_apart_keeps_sentences_apart(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path,
+        claims: list[tuple[int, str]]) -> None:
+    # "Claim. [1] " then "Next claim.": a chunk that ends just after the marker's space
+    chunks = [piece for n, claim in claims for piece in (f"{claim}. [{n}] ",)]
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, chunks)
+    cited_right(obj, claims)
+    assert "].T" not in obj["answer"] and re.search(r"\]\. [A-Z]", obj["answer"])

@@ -30,6 +30,34 @@ from rag.schema import SentenceCheck, SentenceEvent, Source
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
 _MAYBE_CITATION = ("(", "[", "【", "^")
+# "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
+# sentence splitter, which abstracts use too, does not end a sentence before a "[").
+_CITED_FIRST = re.compile(r"(?<=[.!?])\s+(?=\[\s*\d+(?:\s*,\s*\d+)*\s*\][ \t]*[^\s\[])")
+
+
+def _markers_to_claims(line: str, complete: bool) -> str:
+    """ "Claim. [1] Next claim." -> "Claim [1]. Next claim.": markers after a full stop cite
+    the sentence before, unless that one cites already ("[1] Claim. [2] Next claim.": this
+    writer cites at the start of a sentence). Markers that end a line being written wait for
+    what follows them; the whitespace after them stays, or two sentences would run together."""
+
+    def move(m: re.Match[str]) -> str:
+        markers = m.group(2)
+        cites = numbers_in(re.split(r"[.!?]\s", line[: m.start()])[-1])
+        if cites and (line[m.end():].strip() or not complete):
+            return m.group(0)
+        return " " + markers.strip() + m.group(1) + markers[len(markers.rstrip()):]
+
+    return TRAILING_MARKERS.sub(move, line)
+
+
+def _cited_first(piece: str) -> list[str]:
+    """A sentence piece split before each sentence in it that starts with its citation."""
+    out, at = [], 0
+    for m in _CITED_FIRST.finditer(piece):
+        out.append(piece[at: m.end()])
+        at = m.end()
+    return [*out, piece[at:]]
 
 
 @dataclass(frozen=True)
@@ -98,14 +126,14 @@ class Checker:
             if complete:
                 self._line_open = False
             return []
-        line = TRAILING_MARKERS.sub(lambda m: " " + m.group(2).strip() + m.group(1), line)
+        line = _markers_to_claims(line, complete)
         bullet = None if self._line_open else _BULLET.match(line)
         if bullet:  # a list item is one unit, final when its line ends
             if not complete:
                 self._pending = line
                 return []
             return self._unit(_Piece(line[bullet.end():].strip(), bullet.group(0).strip(), True))
-        pieces = sentence_pieces(line)
+        pieces = [p for piece in sentence_pieces(line) for p in _cited_first(piece)]
         if complete:
             final = pieces
         else:
