@@ -86,3 +86,44 @@ def test_a_citation_after_the_full_stop_streamed_apart_keeps_sentences_apart(
     obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, chunks)
     cited_right(obj, claims)
     assert "].T" not in obj["answer"] and re.search(r"\]\. [A-Z]", obj["answer"])
+
+
+@pytest.mark.parametrize("style", ["[Paper {n}]", "[Document {n}]", "(Paper {n})"])
+def test_a_paper_cited_by_its_word_and_number_is_cited(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path,
+        claims: list[tuple[int, str]], style: str) -> None:
+    reply = " ".join(f"{claim} {style.format(n=n)}." for n, claim in claims)
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, reply)
+    cited_right(obj, claims)
+    assert "Paper" not in obj["answer"].split("Also matching:")[0] and obj["rewritten_citations"]
+    assert all(s["supported"] for s in obj["sentences"])
+
+
+def test_the_models_own_reference_list_is_left_out(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path,
+        claims: list[tuple[int, str]]) -> None:
+    body = " ".join(f"{claim} [{n}]." for n, claim in claims[:2])
+    reply = (f"**Techniques:**\n{body}\n\n**References:**\n"
+             + "\n".join(f"- [{n}] {claim[:30]}" for n, claim in claims)
+             + "\n\nSources: " + ", ".join(f"[{n}]" for n, _ in claims))
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, reply)
+    cited_right(obj, claims[:2])
+    answer = obj["answer"]
+    assert "References" not in answer and "Sources" not in answer, answer
+    assert answer.startswith(f"{obj['matched']} of the 60 abstracts match:\n**Techniques:**\n")
+    assert all(s["supported"] for s in obj["sentences"])  # no heading judged as a claim
+    # the paper the model listed but did not cite is one it left out
+    assert f"{claims[2][1][:30]}" not in answer.split("Also matching:")[0]
+
+
+@pytest.mark.parametrize("refusal", [
+    "The abstracts do not mention any technique for this.",
+    "I'm sorry, but the provided sources don't contain information to answer this question.",
+    "None of the provided papers discuss this.",
+])
+def test_a_refusal_in_the_models_own_words_is_an_abstention(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path, refusal: str) -> None:
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, refusal)
+    assert obj["abstained"] and obj["citations"] == [] and obj["nearest"]
+    assert obj["answer"] == refusal  # said once, without claiming papers match it
+    assert all(s["supported"] for s in obj["sentences"])

@@ -30,6 +30,25 @@ from rag.schema import SentenceCheck, SentenceEvent, Source
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
 _MAYBE_CITATION = ("(", "[", "【", "^")
+# The model's own reference list: a heading ("**References:**", "Sources: [1], [2]") and the
+# lines after it that start with a marker ("[2] Cupcake: ...", "- [2] ..."), or a markdown
+# footnote's definition ("[^2]: Cupcake", normalised to "[2]:").
+_MARKS = r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"
+_BIBLIOGRAPHY = re.compile(
+    r"[#*_\s]*(?:references?|sources?(?: cited)?|bibliography|citations?|works cited|"
+    rf"cited (?:papers|sources|works))[*_\s]*:?[*_\s]*(?:{_MARKS}[,;\s]*)*$|\s*{_MARKS}:", re.I)
+_ENTRY = re.compile(rf"\s*(?:[-*•]\s+|\d+[.)]\s+)?{_MARKS}")
+# A refusal in the model's own words ("The abstracts do not mention...", "None of the sources
+# discuss..."), not the sentence the prompt asks for: honoured as that sentence is, when uncited.
+_DOCS = r"(?:abstracts?|sources?|papers?|documents?|context|excerpts?|passages?|texts?)"
+_REFUSAL = re.compile(
+    rf"\b{_DOCS}\b[^.!?]{{0,80}}?\b(?:do|does|did|can|could)(?:n['’]t|\s+not)\s+(?:\w+\s+){{0,2}}?"
+    r"(?:answer|mention|contain|provide|discuss|address|include|describe|say|specify|state|cover|"
+    r"report|give|offer|present|explain|detail|touch|talk)"
+    rf"|\bnone of the (?:\w+\s+)?{_DOCS}\b"
+    rf"|\bno (?:information|mention|details?|data|evidence)\b[^.!?]{{0,60}}\b(?:in|from) the (?:\w+\s+)?{_DOCS}\b",
+    re.I,
+)
 # "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
 # sentence splitter, which abstracts use too, does not end a sentence before a "[").
 _CITED_FIRST = re.compile(r"(?<=[.!?])\s+(?=\[\s*\d+(?:\s*,\s*\d+)*\s*\][ \t]*[^\s\[])")
@@ -85,6 +104,7 @@ class Checker:
         self.judge_ms = 0.0
         self._pending = ""
         self._line_open = False  # the pending text continues a line already begun
+        self._bibliography = False  # in the model's own reference list
         # Headers (a list's count) wait for the first claim: an answer that turns out to say
         # "the abstracts do not answer this" must not have claimed matches first.
         self._prelude = [_Piece(p, "", True) for p in prelude or []]
@@ -126,6 +146,14 @@ class Checker:
             if complete:
                 self._line_open = False
             return []
+        if not self._line_open and (self._bibliography or _BIBLIOGRAPHY.match(line)):
+            if not complete:  # decided when the line ends
+                self._pending = line
+                return []
+            if _BIBLIOGRAPHY.match(line) or _ENTRY.match(line):
+                self._bibliography = True
+                return []  # the model's own reference list: rag lists the papers cited
+            self._bibliography = False
         line = _markers_to_claims(line, complete)
         bullet = None if self._line_open else _BULLET.match(line)
         if bullet:  # a list item is one unit, final when its line ends
@@ -158,12 +186,14 @@ class Checker:
         text = text.strip()
         if not text:
             return []
-        if _NO_ANSWER in text.lower() and not numbers_in(text):
-            if self.claims == 0:
+        if not numbers_in(text) and (_NO_ANSWER in text.lower() or _REFUSAL.search(text)):
+            if self.claims == 0:  # the no-answer sentence, or a refusal in the model's words
                 self.abstaining = True
             return self._emit(_Piece(text, piece.bullet, piece.newline), abstention=True)
-        meta = text.endswith(":") and not numbers_in(text)
-        if meta:
+        if text.rstrip("*_ ").endswith(":") and not numbers_in(text):  # "**Results:**" too
+            if self._prelude:  # after the list's count, which waits for the first claim
+                self._prelude.append(_Piece(text, piece.bullet, piece.newline))
+                return []
             return self._emit(_Piece(text, piece.bullet, piece.newline), meta=True)
         cited = [self.by_n[n] for n in numbers_in(text) if n in self.by_n]
         started = time.perf_counter()
