@@ -127,3 +127,18 @@ def test_a_refusal_in_the_models_own_words_is_an_abstention(
     assert obj["abstained"] and obj["citations"] == [] and obj["nearest"]
     assert obj["answer"] == refusal  # said once, without claiming papers match it
     assert all(s["supported"] for s in obj["sentences"])
+
+
+@pytest.mark.parametrize("reply", ["", "<think>Nothing to add.</think>\n"])
+def test_an_empty_answer_is_the_models_failure_not_an_abstention(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path, reply: str) -> None:
+    env = {"RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url}
+    ollama.replies = [reply]
+    res = run_rag("ask", FACT_Q, "--llm", "ollama", cwd=tmp_path, env=env)
+    assert res.returncode == 4 and "sent an empty answer" in res.stderr, res.stderr
+    assert "do not answer" not in res.stdout
+    ollama.replies = [reply]  # by default, the offline answer, said as such
+    res = run_rag("ask", FACT_Q, "--json", cwd=tmp_path, env=env)
+    obj = json.loads(res.stdout)
+    assert res.returncode == 0 and obj["answerer"] == "extractive" and not obj["abstained"]
+    assert any("empty answer" in n for n in obj["notices"])

@@ -235,6 +235,7 @@ class Pipeline:
     def _write_with_model(self, client: Ollama, prompt: list[dict[str, str]], checker: Checker,
                           run: _Run) -> Iterator[Event]:
         run.answerer = f"ollama:{client.model}"
+        wrote = False
         try:
             for item in model_text(client, prompt):
                 if isinstance(item, Ending):
@@ -242,6 +243,7 @@ class Pipeline:
                 elif isinstance(item, ProgressEvent):
                     yield item
                 else:
+                    wrote = wrote or bool(item.strip())
                     yield TokenEvent(item)
                     yield from checker.feed(item)
         except StreamBroken as exc:  # what came was fed to the checker as it came
@@ -250,6 +252,10 @@ class Pipeline:
             run.notices.append(message)
             yield NoticeEvent(message)
             return
+        if not wrote and not (run.ending and run.ending.reason == "length"):
+            # Nothing is not a refusal: "the abstracts do not answer this" would be rag's claim.
+            raise LLMError(f"the model '{client.model}' sent an empty answer",
+                           "ask again, pick another model with --model, or use --llm none")
         if run.ending and run.ending.reason == "length":
             run.incomplete = True
             message = ("the model stopped at its token limit (RAG_NUM_PREDICT) — the answer "
