@@ -5,14 +5,16 @@ reply scripted on the Ollama test server and read as the user reads it."""
 from __future__ import annotations
 
 import json
+import os
 import re
+import subprocess
 from pathlib import Path
 from typing import Any
 
 import pytest
 
 from rag.corpus.text import split_sentences
-from tests.conftest import run_rag
+from tests.conftest import RAG, run_rag
 from tests.ollama_server import OllamaTestServer, parse_sources
 
 LIST_Q = "Which papers study federated learning?"
@@ -142,3 +144,24 @@ def test_an_empty_answer_is_the_models_failure_not_an_abstention(
     obj = json.loads(res.stdout)
     assert res.returncode == 0 and obj["answerer"] == "extractive" and not obj["abstained"]
     assert any("empty answer" in n for n in obj["notices"])
+
+
+@pytest.mark.parametrize("rewrite", [
+    "Here is the rewritten question:\n\nWhat speedup does Skrull report over DeepSpeed?",
+    "**Stand-alone question:** What speedup does Skrull report over DeepSpeed?",
+])
+def test_a_follow_up_rewritten_after_a_lead_in_is_asked_as_rewritten(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path, rewrite: str) -> None:
+    ollama.behaviour = "cited"
+    ollama.replies = ["Skrull is a dynamic data scheduler for long-SFT [1].", rewrite]
+    res = subprocess.run(
+        [RAG, "chat", "--llm", "ollama", "--json"],
+        input="What does Skrull do?\nWhat speedup does it report?\n/quit\n",
+        capture_output=True, text=True, cwd=tmp_path, timeout=180, env={
+            **os.environ, "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url})
+    assert res.returncode == 0, res.stderr
+    decoder = json.JSONDecoder()
+    first, end = decoder.raw_decode(res.stdout)
+    second = decoder.raw_decode(res.stdout[end:].lstrip())[0]
+    assert second["standalone_question"] == "What speedup does Skrull report over DeepSpeed?"
+    assert not second["abstained"] and [c["label"] for c in second["citations"]] == ["Skrull"]
