@@ -165,3 +165,16 @@ def test_a_follow_up_rewritten_after_a_lead_in_is_asked_as_rewritten(
     second = decoder.raw_decode(res.stdout[end:].lstrip())[0]
     assert second["standalone_question"] == "What speedup does Skrull report over DeepSpeed?"
     assert not second["abstained"] and [c["label"] for c in second["citations"]] == ["Skrull"]
+
+
+def test_markdown_headings_and_a_tables_head_are_not_judged_as_claims(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path,
+        claims: list[tuple[int, str]]) -> None:
+    (n1, c1), (n2, c2) = claims[:2]
+    reply = (f"### Summary\n{c1} [{n1}].\n\n| Paper | What it reports |\n| --- | :---: |\n"
+             f"| The second | {c2} [{n2}] |")
+    obj = ask(seeded_settings, ollama, tmp_path, FACT_Q, reply)
+    assert "### Summary" in obj["answer"] and "| Paper | What it reports |" in obj["answer"]
+    assert all(s["supported"] for s in obj["sentences"]), obj["sentences"]
+    claims_said = [s["text"] for s in obj["sentences"] if s["text"].startswith((c1, "| The second"))]
+    assert len(claims_said) == 2

@@ -38,6 +38,8 @@ _BIBLIOGRAPHY = re.compile(
     r"[#*_\s]*(?:references?|sources?(?: cited)?|bibliography|citations?|works cited|"
     rf"cited (?:papers|sources|works))[*_\s]*:?[*_\s]*(?:{_MARKS}[,;\s]*)*$|\s*{_MARKS}:", re.I)
 _ENTRY = re.compile(rf"\s*(?:[-*•]\s+|\d+[.)]\s+)?{_MARKS}")
+_HEADING = re.compile(r"\s*#{1,6}(?:\s|$)")  # markdown's "### Summary"
+_TABLE_RULE = re.compile(r"[\s|:-]*-[\s|:-]*")  # |---|:---:|
 # A refusal in the model's own words ("The abstracts do not mention...", "None of the sources
 # discuss..."), not the sentence the prompt asks for: honoured as that sentence is, when uncited.
 _DOCS = r"(?:abstracts?|sources?|papers?|documents?|context|excerpts?|passages?|texts?)"
@@ -105,6 +107,7 @@ class Checker:
         self._pending = ""
         self._line_open = False  # the pending text continues a line already begun
         self._bibliography = False  # in the model's own reference list
+        self._table = False  # the last line was a markdown table's row
         # Headers (a list's count) wait for the first claim: an answer that turns out to say
         # "the abstracts do not answer this" must not have claimed matches first.
         self._prelude = [_Piece(p, "", True) for p in prelude or []]
@@ -155,6 +158,17 @@ class Checker:
                 return []  # the model's own reference list: rag lists the papers cited
             self._bibliography = False
         line = _markers_to_claims(line, complete)
+        if not self._line_open and (line.lstrip().startswith("|") or _HEADING.match(line)):
+            if not complete:  # a table row or a markdown heading is one unit
+                self._pending = line
+                return []
+            first_row, self._table = not self._table, line.lstrip().startswith("|")
+            text = clean_markers(line.strip(), set(self.by_n))[0]
+            if not numbers_in(text) and (_HEADING.match(line) or first_row
+                                         or _TABLE_RULE.fullmatch(text)):
+                return self._heading(_Piece(text, "", True))  # a heading, a table's head
+            return self._unit(_Piece(line.strip(), "", True))
+        self._table = False
         bullet = None if self._line_open else _BULLET.match(line)
         if bullet:  # a list item is one unit, final when its line ends
             if not complete:
@@ -191,10 +205,7 @@ class Checker:
                 self.abstaining = True
             return self._emit(_Piece(text, piece.bullet, piece.newline), abstention=True)
         if text.rstrip("*_ ").endswith(":") and not numbers_in(text):  # "**Results:**" too
-            if self._prelude:  # after the list's count, which waits for the first claim
-                self._prelude.append(_Piece(text, piece.bullet, piece.newline))
-                return []
-            return self._emit(_Piece(text, piece.bullet, piece.newline), meta=True)
+            return self._heading(_Piece(text, piece.bullet, piece.newline))
         cited = [self.by_n[n] for n in numbers_in(text) if n in self.by_n]
         started = time.perf_counter()
         support = self.judge.check(text, [(s.header(), s.paper.abstract) for s in cited])
@@ -212,6 +223,13 @@ class Checker:
         out = [ev for p in self._prelude for ev in self._emit(p, meta=True)]
         self._prelude = []
         return out + self._emit(_Piece(text, piece.bullet, piece.newline), check=check)
+
+    def _heading(self, piece: _Piece) -> list[SentenceEvent]:
+        """A line that introduces claims and states none: shown, not judged."""
+        if self._prelude:  # after the list's count, which waits for the first claim
+            self._prelude.append(piece)
+            return []
+        return self._emit(piece, meta=True)
 
     def _emit(self, piece: _Piece, *, check: SentenceCheck | None = None, meta: bool = False,
               abstention: bool = False) -> list[SentenceEvent]:
