@@ -122,6 +122,7 @@ def test_the_models_own_reference_list_is_left_out(
     "The abstracts do not mention any technique for this.",
     "I'm sorry, but the provided sources don't contain information to answer this question.",
     "None of the provided papers discuss this.",
+    "I couldn't find any information about this in the provided abstracts.",
 ])
 def test_a_refusal_in_the_models_own_words_is_an_abstention(
         seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path, refusal: str) -> None:

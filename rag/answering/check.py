@@ -48,7 +48,9 @@ _REFUSAL = re.compile(
     r"(?:answer|mention|contain|provide|discuss|address|include|describe|say|specify|state|cover|"
     r"report|give|offer|present|explain|detail|touch|talk)"
     rf"|\bnone of the (?:\w+\s+)?{_DOCS}\b"
-    rf"|\bno (?:information|mention|details?|data|evidence)\b[^.!?]{{0,60}}\b(?:in|from) the (?:\w+\s+)?{_DOCS}\b",
+    rf"|\bno (?:information|mention|details?|data|evidence)\b[^.!?]{{0,60}}\b(?:in|from) the (?:\w+\s+)?{_DOCS}\b"
+    r"|\b(?:cannot|can['’]t|can not|could not|couldn['’]t|unable to)\s+(?:\w+\s+){0,2}?"
+    rf"(?:answer|find|determine|tell)\b[^.!?]{{0,80}}\b(?:in|from|on|with) the (?:\w+\s+)?{_DOCS}\b",
     re.I,
 )
 # "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
