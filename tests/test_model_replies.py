@@ -179,3 +179,17 @@ def test_markdown_headings_and_a_tables_head_are_not_judged_as_claims(
     assert all(s["supported"] for s in obj["sentences"]), obj["sentences"]
     claims_said = [s["text"] for s in obj["sentences"] if s["text"].startswith((c1, "| The second"))]
     assert len(claims_said) == 2
+
+
+@pytest.mark.parametrize("behaviour", ["length", "cut"])
+def test_a_list_answer_cut_off_ends_where_the_model_stopped(
+        seeded_settings: Any, ollama: OllamaTestServer, tmp_path: Path, behaviour: str) -> None:
+    ollama.behaviour = behaviour  # at its token limit, or the stream broke off
+    res = run_rag("ask", LIST_Q, "--json", cwd=tmp_path, env={
+        "RAG_HOME": str(seeded_settings.home), "OLLAMA_HOST": ollama.url})
+    obj = json.loads(res.stdout)
+    assert res.returncode == 0 and obj["incomplete"], res.stderr
+    assert obj["finish_reason"] == ("length" if behaviour == "length" else "error")
+    # no list of the other papers after the cut sentence, as if the answer had ended there
+    assert "Also matching" not in obj["answer"], obj["answer"]
+    assert obj["answer"].endswith(obj["sentences"][-1]["text"])

@@ -173,7 +173,8 @@ class Pipeline:
                     # the paper it cites would be listed again below as missing.
                     yield from checker.feed("\n")
                     missing = [s for s in sources if s.n not in checker.cited()]
-                    if missing and checker.claims and not checker.abstaining:
+                    if missing and checker.claims and not checker.abstaining \
+                            and not run.incomplete:  # a cut answer ends where the model stopped
                         # the model left out papers that match: say so, from their abstracts
                         yield from checker.feed("Also matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
