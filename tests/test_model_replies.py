@@ -193,3 +193,28 @@ def test_a_list_answer_cut_off_ends_where_the_model_stopped(
     # no list of the other papers after the cut sentence, as if the answer had ended there
     assert "Also matching" not in obj["answer"], obj["answer"]
     assert obj["answer"].endswith(obj["sentences"][-1]["text"])
+
+
+def test_a_notice_over_http_names_the_request_field_not_the_cli_option(
+        seeded_settings: Any, ollama: OllamaTestServer) -> None:
+    from fastapi.testclient import TestClient
+
+    from rag.api import create_app
+
+    # the server's model is not pulled: each answer is the offline one, with a notice
+    settings = seeded_settings.model_copy(update={"ollama_host": ollama.url, "llm": "auto",
+                                                  "model": "mistral"})
+    q = "What does Skrull optimise?"
+    with TestClient(create_app(settings)) as c:
+        notices = c.post("/ask", json={"question": q}).json()["notices"]
+        with c.stream("POST", "/chat", json={"messages": [{"role": "user", "content": q}],
+                                             "stream": True}) as resp:
+            streamed = [json.loads(line[6:]) for line in resp.read().decode().splitlines()
+                        if line.startswith("data: ")]
+        v1 = c.post("/v1/chat/completions", json={
+            "model": "rag", "messages": [{"role": "user", "content": q}]}).json()
+    said = [d["message"] for d in streamed if set(d) == {"message"}]
+    content = v1["choices"][0]["message"]["content"]
+    assert notices and said == notices and "not available" in notices[0]
+    assert all("--model" not in n and 'with "model"' in n for n in notices), notices
+    assert "--model" not in content and 'with the model "rag:' in content, content  # markdown-escaped
