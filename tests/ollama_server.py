@@ -487,8 +487,9 @@ class _Handler(BaseHTTPRequestHandler):
         if behaviour == "stall" and owner._stop_event.wait(owner.stall_seconds):
             self._abort()
             return
+        pieces = recorded if isinstance(recorded, list) else None  # streamed as cut
         if recorded is not None:
-            text = recorded
+            text = "".join(pieces) if pieces is not None else recorded
         elif isinstance(body.get("format"), dict):  # structured output: the judge's verdict
             text = json.dumps(scripted_verdict(_prompt_text(path, body)))
         else:
@@ -512,7 +513,8 @@ class _Handler(BaseHTTPRequestHandler):
             text = f"<think>{thinking}</think>\n\n{text}" if think is None else text
             thinking = ""
         # Reasoning models' tags are cut anywhere between chunks ("<th" + "ink>").
-        chunks = [text[i : i + 5] for i in range(0, len(text), 5)] if behaviour in REASONING \
+        chunks = pieces if pieces is not None \
+            else [text[i : i + 5] for i in range(0, len(text), 5)] if behaviour in REASONING \
             else split_chunks(text)
         thought = split_chunks(thinking) if behaviour == "think_field" else []
         try:
@@ -643,7 +645,8 @@ class OllamaTestServer:
     ``replies``
         Recorded answers.  While non-empty, each chat/generate request pops
         the first one and answers with exactly that text (streamed or not, as
-        asked), whatever ``behaviour`` says (stall/error500/cut included).
+        asked), whatever ``behaviour`` says (stall/error500/cut included).  A
+        reply given as a list of strings is streamed one string per chunk.
     ``requests``
         Every request received, in order, as ``{"method", "path", "body"}``
         (``body`` is the parsed JSON, ``None`` for GET/HEAD).
@@ -672,7 +675,7 @@ class OllamaTestServer:
     ):
         self.models = list(models)
         self.behaviour = behaviour
-        self.replies: list[str] = []
+        self.replies: list[str | list[str]] = []
         self.requests: list[dict] = []
         self.stall_seconds: float = 30
         self.token_delay: float = 0.0
@@ -790,7 +793,7 @@ class OllamaTestServer:
         with self._lock:
             self.requests.append({"method": method, "path": path, "body": body})
 
-    def _pop_reply(self) -> str | None:
+    def _pop_reply(self) -> str | list[str] | None:
         with self._lock:
             return self.replies.pop(0) if self.replies else None
 

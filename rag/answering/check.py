@@ -30,6 +30,57 @@ from rag.schema import SentenceCheck, SentenceEvent, Source
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
 _MAYBE_CITATION = ("(", "[", "【", "^")
+# The model's own reference list: a heading ("**References:**", "Sources: [1], [2]") and the
+# lines after it that start with a marker ("[2] Cupcake: ...", "- [2] ..."), or a markdown
+# footnote's definition ("[^2]: Cupcake", normalised to "[2]:").
+_MARKS = r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"
+_BIBLIOGRAPHY = re.compile(
+    r"[#*_\s]*(?:references?|sources?(?: cited)?|bibliography|citations?|works cited|"
+    rf"cited (?:papers|sources|works))[*_\s]*:?[*_\s]*(?:{_MARKS}[,;\s]*)*$|\s*{_MARKS}:", re.I)
+_ENTRY = re.compile(rf"\s*(?:[-*•]\s+|\d+[.)]\s+)?{_MARKS}")
+_HEADING = re.compile(r"\s*#{1,6}(?:\s|$)")  # markdown's "### Summary"
+_TABLE_RULE = re.compile(r"[\s|:-]*-[\s|:-]*")  # |---|:---:|
+# A refusal in the model's own words ("The abstracts do not mention...", "None of the sources
+# discuss..."), not the sentence the prompt asks for: honoured as that sentence is, when uncited.
+_DOCS = r"(?:abstracts?|sources?|papers?|documents?|context|excerpts?|passages?|texts?)"
+_REFUSAL = re.compile(
+    rf"\b{_DOCS}\b[^.!?]{{0,80}}?\b(?:do|does|did|can|could)(?:n['’]t|\s+not)\s+(?:\w+\s+){{0,2}}?"
+    r"(?:answer|mention|contain|provide|discuss|address|include|describe|say|specify|state|cover|"
+    r"report|give|offer|present|explain|detail|touch|talk)"
+    rf"|\bnone of the (?:\w+\s+)?{_DOCS}\b"
+    rf"|\bno (?:information|mention|details?|data|evidence)\b[^.!?]{{0,60}}\b(?:in|from) the (?:\w+\s+)?{_DOCS}\b"
+    r"|\b(?:cannot|can['’]t|can not|could not|couldn['’]t|unable to)\s+(?:\w+\s+){0,2}?"
+    rf"(?:answer|find|determine|tell)\b[^.!?]{{0,80}}\b(?:in|from|on|with) the (?:\w+\s+)?{_DOCS}\b",
+    re.I,
+)
+# "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
+# sentence splitter, which abstracts use too, does not end a sentence before a "[").
+_CITED_FIRST = re.compile(r"(?<=[.!?])\s+(?=\[\s*\d+(?:\s*,\s*\d+)*\s*\][ \t]*[^\s\[])")
+
+
+def _markers_to_claims(line: str, complete: bool) -> str:
+    """ "Claim. [1] Next claim." -> "Claim [1]. Next claim.": markers after a full stop cite
+    the sentence before, unless that one cites already ("[1] Claim. [2] Next claim.": this
+    writer cites at the start of a sentence). Markers that end a line being written wait for
+    what follows them; the whitespace after them stays, or two sentences would run together."""
+
+    def move(m: re.Match[str]) -> str:
+        markers = m.group(2)
+        cites = numbers_in(re.split(r"[.!?]\s", line[: m.start()])[-1])
+        if cites and (line[m.end():].strip() or not complete):
+            return m.group(0)
+        return " " + markers.strip() + m.group(1) + markers[len(markers.rstrip()):]
+
+    return TRAILING_MARKERS.sub(move, line)
+
+
+def _cited_first(piece: str) -> list[str]:
+    """A sentence piece split before each sentence in it that starts with its citation."""
+    out, at = [], 0
+    for m in _CITED_FIRST.finditer(piece):
+        out.append(piece[at: m.end()])
+        at = m.end()
+    return [*out, piece[at:]]
 
 
 @dataclass(frozen=True)
@@ -57,6 +108,8 @@ class Checker:
         self.judge_ms = 0.0
         self._pending = ""
         self._line_open = False  # the pending text continues a line already begun
+        self._bibliography = False  # in the model's own reference list
+        self._table = False  # the last line was a markdown table's row
         # Headers (a list's count) wait for the first claim: an answer that turns out to say
         # "the abstracts do not answer this" must not have claimed matches first.
         self._prelude = [_Piece(p, "", True) for p in prelude or []]
@@ -98,14 +151,33 @@ class Checker:
             if complete:
                 self._line_open = False
             return []
-        line = TRAILING_MARKERS.sub(lambda m: " " + m.group(2).strip() + m.group(1), line)
+        if not self._line_open and (self._bibliography or _BIBLIOGRAPHY.match(line)):
+            if not complete:  # decided when the line ends
+                self._pending = line
+                return []
+            if _BIBLIOGRAPHY.match(line) or _ENTRY.match(line):
+                self._bibliography = True
+                return []  # the model's own reference list: rag lists the papers cited
+            self._bibliography = False
+        line = _markers_to_claims(line, complete)
+        if not self._line_open and (line.lstrip().startswith("|") or _HEADING.match(line)):
+            if not complete:  # a table row or a markdown heading is one unit
+                self._pending = line
+                return []
+            first_row, self._table = not self._table, line.lstrip().startswith("|")
+            text = clean_markers(line.strip(), set(self.by_n))[0]
+            if not numbers_in(text) and (_HEADING.match(line) or first_row
+                                         or _TABLE_RULE.fullmatch(text)):
+                return self._heading(_Piece(text, "", True))  # a heading, a table's head
+            return self._unit(_Piece(line.strip(), "", True))
+        self._table = False
         bullet = None if self._line_open else _BULLET.match(line)
         if bullet:  # a list item is one unit, final when its line ends
             if not complete:
                 self._pending = line
                 return []
             return self._unit(_Piece(line[bullet.end():].strip(), bullet.group(0).strip(), True))
-        pieces = sentence_pieces(line)
+        pieces = [p for piece in sentence_pieces(line) for p in _cited_first(piece)]
         if complete:
             final = pieces
         else:
@@ -130,13 +202,12 @@ class Checker:
         text = text.strip()
         if not text:
             return []
-        if _NO_ANSWER in text.lower() and not numbers_in(text):
-            if self.claims == 0:
+        if not numbers_in(text) and (_NO_ANSWER in text.lower() or _REFUSAL.search(text)):
+            if self.claims == 0:  # the no-answer sentence, or a refusal in the model's words
                 self.abstaining = True
             return self._emit(_Piece(text, piece.bullet, piece.newline), abstention=True)
-        meta = text.endswith(":") and not numbers_in(text)
-        if meta:
-            return self._emit(_Piece(text, piece.bullet, piece.newline), meta=True)
+        if text.rstrip("*_ ").endswith(":") and not numbers_in(text):  # "**Results:**" too
+            return self._heading(_Piece(text, piece.bullet, piece.newline))
         cited = [self.by_n[n] for n in numbers_in(text) if n in self.by_n]
         started = time.perf_counter()
         support = self.judge.check(text, [(s.header(), s.paper.abstract) for s in cited])
@@ -154,6 +225,13 @@ class Checker:
         out = [ev for p in self._prelude for ev in self._emit(p, meta=True)]
         self._prelude = []
         return out + self._emit(_Piece(text, piece.bullet, piece.newline), check=check)
+
+    def _heading(self, piece: _Piece) -> list[SentenceEvent]:
+        """A line that introduces claims and states none: shown, not judged."""
+        if self._prelude:  # after the list's count, which waits for the first claim
+            self._prelude.append(piece)
+            return []
+        return self._emit(piece, meta=True)
 
     def _emit(self, piece: _Piece, *, check: SentenceCheck | None = None, meta: bool = False,
               abstention: bool = False) -> list[SentenceEvent]:

@@ -21,7 +21,7 @@ def numbers_in(text: str) -> list[int]:
 
 # One number or a range ("1-3", "1–3"); a list of them joined by "," ";" "and" "&", each
 # optionally repeated with its "Source" word ("[Source 1, Source 2]").
-_SRC = r"(?:sources?|src|refs?|references?)"
+_SRC = r"(?:sources?|src|refs?|references?|papers?|docs?|documents?|abstracts?|articles?)"
 _ITEM = r"\d+(?:\s*[-–]\s*\d+)?"
 _LIST = rf"{_ITEM}(?:\s*(?:,|;|and|&)\s*(?:{_SRC}\s*:?\s*)?{_ITEM})*"
 _STYLE = re.compile(

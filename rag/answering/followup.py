@@ -16,6 +16,19 @@ HISTORY_TURNS = 6  # turns shown to the model when it rewrites a follow-up
 # characters and the names an answer is about come first; the rest of a 20,000-character
 # message only costs time.
 SCAN_CHARS = 4000
+_LABEL = re.compile(r"^(?:(?:the\s+)?(?:stand-?\s?alone|rewritten|reformulated)\s+)?question\s*:\s*",
+                    re.I)
+_MARKUP = " \t*_`\"'“”>"  # bold, quotes, a blockquote's ">"
+
+
+def _question_line(reply: str) -> str:
+    """The question in a model's rewrite: its first line that is no lead-in ("Here is the
+    rewritten question:"), without a label ("Stand-alone question: ..."), quotes or bold."""
+    for line in reply.splitlines():
+        line = _LABEL.sub("", line.strip(_MARKUP)).strip(_MARKUP)
+        if line and not line.endswith(":"):
+            return line
+    return ""
 
 
 def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
@@ -29,8 +42,8 @@ def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
         try:
             rewritten = llm.complete([{"role": "user", "content": template.render(
                 history=convo, question=question)}]).strip()
-            if rewritten:
-                return rewritten.splitlines()[0].strip()
+            if line := _question_line(rewritten):
+                return line
         except LLMError:
             pass
     return _offline(question, history, names)

@@ -175,10 +175,15 @@ class Pipeline:
                 if comparing:
                     checker.flush()
                     table = compare.model_table(standalone, sources, checker)
-                elif chosen.list_question and not checker.abstaining and checker.claims:
+                elif chosen.list_question:
+                    # The model's last line is still pending until a line ends: end it, or
+                    # the paper it cites would be listed again below as missing.
+                    yield from checker.feed("\n")
                     missing = [s for s in sources if s.n not in checker.cited()]
-                    if missing:  # the model left out papers that match: say so, from their abstracts
-                        yield from checker.feed("\nAlso matching:\n"
+                    if missing and checker.claims and not checker.abstaining \
+                            and not run.incomplete:  # a cut answer ends where the model stopped
+                        # the model left out papers that match: say so, from their abstracts
+                        yield from checker.feed("Also matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
             except LLMError as exc:  # not running, no model, a timeout, a reply not Ollama's
                 if mode == "ollama":
@@ -251,6 +256,7 @@ class Pipeline:
     def _write_with_model(self, client: Ollama, prompt: list[dict[str, str]], checker: Checker,
                           run: _Run) -> Iterator[Event]:
         run.answerer = f"ollama:{client.model}"
+        wrote = False
         try:
             for item in model_text(client, prompt):
                 if isinstance(item, Ending):
@@ -258,6 +264,7 @@ class Pipeline:
                 elif isinstance(item, ProgressEvent):
                     yield item
                 else:
+                    wrote = wrote or bool(item.strip())
                     yield TokenEvent(item)
                     yield from checker.feed(item)
         except StreamBroken as exc:  # what came was fed to the checker as it came
@@ -266,6 +273,10 @@ class Pipeline:
             run.notices.append(message)
             yield NoticeEvent(message)
             return
+        if not wrote and not (run.ending and run.ending.reason == "length"):
+            # Nothing is not a refusal: "the abstracts do not answer this" would be rag's claim.
+            raise LLMError(f"the model '{client.model}' sent an empty answer",
+                           "ask again, pick another model with --model, or use --llm none")
         if run.ending and run.ending.reason == "length":
             run.incomplete = True
             message = ("the model stopped at its token limit (RAG_NUM_PREDICT) — the answer "

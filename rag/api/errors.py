@@ -96,14 +96,18 @@ _CLI_OPTIONS = [(re.compile(r"\buse --llm none\b"), 'send "llm": "none"', 'use t
                 (re.compile(r"\bwith --model\b"), 'with "model"', 'with the model "rag:<name>"')]
 
 
+def in_request_terms(text: str, openai: bool = False) -> str:
+    """A hint, or a notice quoting one, as an HTTP client (of /v1 when `openai`) acts on it."""
+    for option, field, model in _CLI_OPTIONS:
+        text = option.sub(model if openai else field, text)
+    return text
+
+
 def describe(exc: BaseException, openai: bool = False) -> tuple[str, str, str]:
     """(message, hint, type) for any exception, the hint as an HTTP client (of /v1 when
     `openai`) acts on it; internals are summarised, never dumped."""
     if isinstance(exc, RagError):
-        hint = exc.hint
-        for option, field, model in _CLI_OPTIONS:
-            hint = option.sub(model if openai else field, hint)
-        return exc.message, hint, type(exc).__name__
+        return exc.message, in_request_terms(exc.hint, openai), type(exc).__name__
     return (f"internal error: {type(exc).__name__}: {exc}",
             "this is a bug in rag; the server log has the details", "InternalError")
 

@@ -19,9 +19,9 @@ from typing import Any, TypeVar
 from starlette.requests import Request
 
 from rag.answering import Pipeline
-from rag.api.errors import ClientGone, describe, status_of
+from rag.api.errors import ClientGone, describe, in_request_terms, is_openai, status_of
 from rag.errors import RagError
-from rag.schema import Answer, AskOptions, DoneEvent, Event
+from rag.schema import Answer, AskOptions, DoneEvent, Event, NoticeEvent
 
 log = logging.getLogger("rag.api")
 
@@ -37,7 +37,8 @@ async def answer(executor: Executor, pipeline: Pipeline, question: str, options:
                  request: Request, **kwargs: Any) -> Answer:
     """The finished answer; the work stops (and the model with it) if the client goes away
     before it is ready, instead of holding a worker for an answer nobody reads."""
-    async for ev in events(executor, pipeline, question, options, **kwargs):
+    async for ev in events(executor, pipeline, question, options, openai=is_openai(request),
+                           **kwargs):
         if isinstance(ev, DoneEvent):
             return ev.answer
         if await request.is_disconnected():
@@ -46,9 +47,10 @@ async def answer(executor: Executor, pipeline: Pipeline, question: str, options:
 
 
 async def events(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
-                 **kwargs: Any) -> AsyncIterator[Event]:
-    """Pipeline.stream's events as they come; its exception, if any, is raised here. Leaving
-    the loop early (the client went away) stops the work."""
+                 openai: bool = False, **kwargs: Any) -> AsyncIterator[Event]:
+    """Pipeline.stream's events as they come, notices in the request's terms (of /v1 when
+    `openai`); its exception, if any, is raised here. Leaving the loop early (the client went
+    away) stops the work."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
     gone = threading.Event()
@@ -78,6 +80,10 @@ async def events(executor: Executor, pipeline: Pipeline, question: str, options:
                 break
             if isinstance(item, BaseException):
                 raise item
+            if isinstance(item, NoticeEvent):  # "answering offline (... with --model)"
+                item = NoticeEvent(in_request_terms(item.message, openai))
+            elif isinstance(item, DoneEvent):
+                item.answer.notices = [in_request_terms(n, openai) for n in item.answer.notices]
             yield item
         await future
     finally:

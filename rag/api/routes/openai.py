@@ -248,7 +248,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
             "references": result["citations"], "rag": rag_extra(result),
         }
 
-    events = relay.events(executor, pipeline, question, options, **kwargs)
+    events = relay.events(executor, pipeline, question, options, openai=True, **kwargs)
     first = await _of_named_model(anext(events), model)  # an error before it: a JSON error
     include_usage = bool(body.stream_options and body.stream_options.include_usage)
 
