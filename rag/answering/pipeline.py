@@ -30,8 +30,7 @@ from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import Ollama, StreamBroken
 from rag.prompts import NO_ANSWER, templates
-from rag.relevance.features import RECORD_ASKS
-from rag.retrieve import Filters, Retriever
+from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import (
     Answer,
     AskOptions,
@@ -212,8 +211,9 @@ class Pipeline:
         answer = self._finish(run, chosen, checker, sources) if checked is None \
             else self._finish_table(run, chosen, checker, checked)
         if answer.abstained:
-            answer.nearest = self.nearest(standalone, filters)
-            if gap := self._record_gap(standalone, filters):
+            hits = self.retriever.search(standalone, NEAREST, filters)
+            answer.nearest = self.nearest(standalone, hits)
+            if gap := self._record_gap(standalone, hits):
                 answer.notices.append(gap)
                 yield NoticeEvent(gap)
         run.timings["total"] = (time.perf_counter() - started) * 1000
@@ -229,19 +229,17 @@ class Pipeline:
         yield DoneEvent(self._answer(run, Selection([], is_list_question(question), 0), text=text,
                                      abstained=True, sources=[], sentences=[]))
 
-    def _record_gap(self, question: str, filters: Filters | None) -> str | None:
-        """What the record of the one paper a declined question names lacks of what it asks."""
-        if not any(p.search(question) for p in RECORD_ASKS.values()):
-            return None
-        hits = self.retriever.search(question, NEAREST, filters)
+    def _record_gap(self, question: str, hits: list[PaperHit]) -> str | None:
+        """What the record of the one paper a declined question names (among `hits`, the
+        closest papers) lacks of what it asks."""
         named = set(self.chooser.relevance.named(question, [h.paper for h in hits]))
         papers = [h.paper for h in hits if h.paper.paper_id in named]
         return record_gap(question, papers[0]) if len(papers) == 1 else None
 
-    def nearest(self, question: str, filters: Filters | None) -> list[dict[str, object]]:
+    def nearest(self, question: str, hits: list[PaperHit]) -> list[dict[str, object]]:
         """The passages closest to a question the abstracts do not answer, so the user can
-        judge the refusal: each paper's sentence nearest the question, best first."""
-        hits = self.retriever.search(question, NEAREST, filters)
+        judge the refusal: each paper's (`hits`: the closest papers) sentence nearest the
+        question, best first."""
         if not hits:
             return []
         qvec = self.retriever.embed_query(question)
