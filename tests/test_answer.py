@@ -146,6 +146,15 @@ def test_offline_reads_an_acronym_as_the_abstracts_define_it(offline) -> None:  
     assert all(s.supported for s in ans.sentences)
 
 
+def test_offline_reads_a_topic_the_abstracts_define_as_an_acronym(offline) -> None:  # type: ignore[no-untyped-def]
+    # seeds/ writes "Mixture-of-Experts (MoE)": asked with spaces, the topic is still the
+    # term, and every paper that writes it or "MoE" is listed (SMILE writes only "MoE",
+    # Tutel "MoE" and "Mixture-of-Experts" in its title), as "Which papers study MoE?" lists
+    spaced = offline.answer("Which papers study mixture of experts?")
+    assert labels(spaced) == labels(offline.answer("Which papers study MoE?")) == {"SMILE", "Tutel", "MegaBlocks"}
+    assert all(s.supported for s in spaced.sentences)
+
+
 def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_them_to(offline) -> None:  # type: ignore[no-untyped-def]
     # Only SIRIUS' abstract names TensorFlow ("154.84x speedup over TensorFlow"): the papers
     # merely like the topic are not listed.

@@ -11,6 +11,7 @@ from rag.answering.questions import (
     asks_only_for_authors_papers,
     compared_in,
     count_in,
+    defined_term,
     expansion_in,
     introduced_names,
     is_acronym,
@@ -132,12 +133,28 @@ def test_an_acronym_is_read_as_the_texts_define_it() -> None:
     assert long_forms("RL", rl) == ["reinforcement learning"]
 
 
+def test_a_list_topic_is_read_as_the_acronym_the_texts_define_for_it() -> None:
+    texts = ["We present a system for efficient Mixture-of-Experts (MoE) training.",
+             "Sparse mixture of experts (SMoE) layers route tokens.",
+             "Reinforcement learning (RL) agents; deep reinforcement learning (RL) too."]
+    assert defined_term("study mixture of experts", texts) == ["MoE"]
+    assert defined_term("use mixture-of-experts models", texts) == ["MoE"]
+    assert defined_term("apply reinforcement learning", texts) == ["RL"]
+    # a phrase no text defines, one word, or a topic that asks more is left to the models
+    assert defined_term("study pipeline parallelism", texts) == []
+    assert defined_term("study experts", texts) == []
+    assert defined_term("cut the cost of mixture of experts training", texts) == []
+
+
 def test_an_acronym_is_mentioned_by_its_long_form_in_any_case_or_number() -> None:
     forms = ["graph neural networks"]
     gnns = acronym_pattern("GNNs", forms)
     assert gnns.search("a scalable Graph Neural Network that learns")
     assert gnns.search("accelerating GNN training")  # the singular as written
     assert not gnns.search("a graph of neural networks")
+    # a hyphen and a space join a long form's words alike
+    moe = acronym_pattern("MoE", ["mixture-of-experts"])
+    assert moe.search("sparse mixture of experts layers") and moe.search("Mixture-of-Experts (MoE)")
     assert not acronym_pattern("FL", ["federated learning"]).search("reinforcement learning for flows")
 
 

@@ -248,6 +248,35 @@ def names_related(topic: str) -> list[str]:
     return names if names and not content_words(rest) - _RELATES else []
 
 
+def defined_term(topic: str, texts: Collection[str]) -> list[str]:
+    """The acronym `texts` (the index's abstracts) define for a list topic's phrase, when the
+    topic asks nothing else: "study mixture of experts" -> ["MoE"] where an abstract writes
+    "Mixture-of-Experts (MoE)". Such a topic is then answered as "Which papers study MoE?"
+    is, by the papers that write either, instead of by likeness (which, reading
+    "Mixture-of-Experts" as one word, listed one of the three). [] otherwise."""
+    words = re.findall(r"[\w']+", topic)
+    while words and not content_words(words[0]) - _RELATES:
+        words.pop(0)
+    while words and not content_words(words[-1]) - _RELATES:
+        words.pop()
+    if not 2 <= len(words) <= 6:
+        return []
+    last = words[-1][:-1] if words[-1].endswith("s") and len(words[-1]) > 3 else words[-1]
+    phrase = re.compile(r"(?<![\w-])(?i:" + r"[\s-]+".join(map(re.escape, [*words[:-1], last]))
+                        + r"(?:s|es)?)\s*\(([A-Za-z][\w-]{1,9})\)")
+    # the last word's forms first: a regex over every abstract of a large index costs seconds
+    needles = (last, last.capitalize(), last.upper())
+    found: dict[str, int] = {}
+    for text in texts:
+        if any(n in text for n in needles):
+            for m in phrase.finditer(text):
+                short = singular(m.group(1))
+                if is_acronym(short) and short[0].lower() == words[0][0].lower():
+                    found[short] = found.get(short, 0) + 1
+    top = max(found.values(), default=0)
+    return sorted(a for a, n in found.items() if n == top)
+
+
 def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]:
     """A test of whether a text names any of `names` as written; an acronym also by the long
     form `texts` (the index's abstracts) define for it: "Which works study FL?" is answered

@@ -20,6 +20,7 @@ from rag.answering.questions import (
     asks_only_for_published,
     compared_in,
     count_in,
+    defined_term,
     figure_test,
     is_list_question,
     name_test,
@@ -149,11 +150,19 @@ class SourceChooser:
         the models chose by likeness to the topic (for "compare against TensorFlow", six
         papers that never name it beside the one that does). None when the topic asks
         anything else or no paper names it."""
-        names = names_related(topic_of(question))
+        topic = topic_of(question)
+        names = names_related(topic)
+        snap = self.retriever.snapshot().papers
+        papers = list(snap.values())
+        # A topic that is a term the abstracts define ("mixture of experts" for "MoE"): the
+        # papers that write the term or its acronym join those the models found alike. The
+        # definition is looked for in the papers retrieved for the topic, where it is written
+        # if anywhere (a scan of every abstract would cost 0.5 s at 100,000, on every list).
+        term = [] if names else defined_term(topic, [snap[i].abstract for i in decision.scores if i in snap])
+        names = names or term
         if not names:
             return None
         own = {n.lower() for n in names}
-        papers = list(self.retriever.snapshot().papers.values())
         # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
         # "FL" would match "fl" in any text and "Megatron-LM" any "LM". A substring test
         # first: at 100,000 abstracts the scan is a small part of a list answer.
@@ -162,6 +171,9 @@ class SourceChooser:
                  if (names_it(p.abstract) or names_it(p.title or ""))
                  and short_label(p.title, p.label).lower() not in own
                  and (filters is None or filters.accepts(p))]
+        if term and decision.answerable:
+            have = {p.paper_id for p in found}
+            found += [h.paper for h in decision.members if h.paper.paper_id not in have]
         if not found:
             return None
         return Decision(True, decision.p_answerable, _ranked(found, decision), decision.scores,

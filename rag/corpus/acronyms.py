@@ -71,7 +71,8 @@ def acronym_pattern(acronym: str, forms: list[str]) -> re.Pattern[str]:
     core = singular(acronym)
     alts = [rf"{re.escape(core)}s?"]
     for form in forms:
-        words = (form[:-1] if form.endswith("s") and not form.endswith("ss") else form).split()
+        # a hyphen and a space join a long form's words alike ("mixture-of-experts")
+        words = re.split(r"[\s-]+", form[:-1] if form.endswith("s") and not form.endswith("ss") else form)
         if words:
             alts.append("(?i:" + r"[\s-]+".join(re.escape(w) for w in words) + "s?)")
     return re.compile(rf"(?<![\w-])(?:{'|'.join(alts)})(?!\w)")
