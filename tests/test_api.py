@@ -407,7 +407,9 @@ def test_a_browser_page_using_the_openai_js_sdk_passes_the_cors_preflight(seeded
 def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
     from rag.errors import IndexStoreError
 
-    app = create_app(seeded_settings, pipeline=client.app.state.pipeline)
+    origin = "http://localhost:3000"
+    settings = seeded_settings.model_copy(update={"cors_origins": origin})
+    app = create_app(settings, pipeline=client.app.state.pipeline)
 
     def index_broken() -> None:
         raise IndexStoreError("the index is locked", "wait for the ingest")
@@ -425,6 +427,10 @@ def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) ->
         resp = c.get("/test-bug")
         assert resp.status_code == 500 and "Traceback" not in resp.text
         assert "ZeroDivisionError" in resp.json()["error"] and resp.json()["hint"]
+        # a page of an allowed origin can read either 500 (not a CORS failure)
+        for path in ("/test-index-error", "/test-bug"):
+            resp = c.get(path, headers={"Origin": origin})
+            assert resp.status_code == 500 and resp.headers["access-control-allow-origin"] == origin
         resp = c.get("/no/such/endpoint")
         assert resp.status_code == 404 and resp.json()["hint"]
 

@@ -17,7 +17,12 @@ from tests.conftest import ROOT, run_rag
 EVALS = ROOT / "evals"
 PUBMEDQA = ROOT.parent / "shared" / "benchmarks" / "pubmedqa" / "corpus.jsonl"
 
-pytestmark = pytest.mark.skipif(not PUBMEDQA.exists(), reason=f"{PUBMEDQA} is not there (../shared)")
+pytestmark = [
+    pytest.mark.skipif(not PUBMEDQA.exists(), reason=f"{PUBMEDQA} is not there (../shared)"),
+    # The first test also builds the 500-abstract index (its fixture: 2-2.5 min on 2 cores),
+    # then runs 569 questions (75 s): 210 s of the default 300, which a busy machine crossed.
+    pytest.mark.timeout(900),
+]
 
 
 @pytest.fixture(scope="module")

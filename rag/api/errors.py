@@ -319,12 +319,44 @@ def install(app: FastAPI) -> None:
     async def on_client_gone(request: Request, exc: Exception) -> Response:
         return Response(status_code=499)  # nginx's "client closed request"; nobody reads it
 
+    app.add_middleware(_Unhandled, handler=on_rag_error)
     app.add_exception_handler(ClientGone, on_client_gone)
     app.add_exception_handler(RagError, on_rag_error)
     app.add_exception_handler(RequestValidationError, on_validation)
     app.add_exception_handler(StarletteHTTPException, on_http)
     # Anything else: a JSON 500 (Starlette still logs the traceback to the server log).
     app.add_exception_handler(Exception, on_rag_error)
+
+
+class _Unhandled:
+    """An exception no handler took becomes rag's JSON 500 here, inside the CORS middleware
+    (install() adds this before any other), so a page of an allowed origin reads the error
+    instead of a CORS failure. Starlette answers such exceptions in its outermost middleware,
+    past CORS, whose headers the 500 then lacks; a handler cannot be moved there, so this
+    small ASGI wrapper does it. The traceback still goes to the server log."""
+
+    def __init__(self, app: Any, handler: Any) -> None:
+        self.app, self.handler = app, handler
+
+    async def __call__(self, scope: Any, receive: Any, send: Any) -> None:
+        if scope["type"] != "http":
+            await self.app(scope, receive, send)
+            return
+        started = False
+
+        async def sending(message: Any) -> None:
+            nonlocal started
+            started = started or message["type"] == "http.response.start"
+            await send(message)
+
+        try:
+            await self.app(scope, receive, sending)
+        except Exception as exc:
+            if started:  # a streamed response already begun: nothing to answer with
+                raise
+            log.exception("unexpected error on %s %s", scope.get("method"), scope.get("path"))
+            response = await self.handler(Request(scope, receive), exc)
+            await response(scope, receive, send)
 
 
 ERROR_RESPONSES: dict[int | str, dict[str, Any]] = {
