@@ -591,6 +591,11 @@ def test_health_reports_a_missing_model(client: TestClient, seeded_settings, oll
         assert "llama3.2" in missing["error"]
         models = [m["id"] for m in c.get("/v1/models").json()["data"]]
         assert models == ["rag", "rag-offline", "rag:llama3.2", "rag:mistral:latest"]
+        # an embedding model Ollama holds cannot answer: not offered to a chat client
+        ollama_server.models = ["mistral:latest", "nomic-embed-text:latest"]
+        models = [m["id"] for m in c.get("/v1/models").json()["data"]]
+        assert models == ["rag", "rag-offline", "rag:llama3.2", "rag:mistral:latest"]
+        assert c.get("/v1/models/rag:nomic-embed-text").status_code == 404
 
 
 def test_a_broken_model_stream_is_finish_reason_error(client: TestClient, seeded_settings, ollama_server) -> None:  # type: ignore[no-untyped-def]

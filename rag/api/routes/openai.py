@@ -170,9 +170,19 @@ async def list_models(settings: SettingsDep, light: LightExecutorDep) -> Any:
     def ollama_models() -> list[str]:
         import ollama
 
+        def writes_text(name: str) -> bool:
+            """An embedding model (nomic-embed-text) reports only 'embedding' and cannot
+            answer: a client that offered it would fail. An Ollama too old to report
+            capabilities, or a failed look, keeps the model."""
+            try:
+                capabilities = client.show(name).capabilities
+            except Exception:
+                return True
+            return not capabilities or "completion" in capabilities
+
         client = ollama.Client(host=settings.ollama_host, timeout=2.0)
         try:
-            return [m.model for m in client.list().models if m.model]
+            return [m.model for m in client.list().models if m.model and writes_text(m.model)]
         except Exception:  # Ollama down: offer the configured model anyway
             return []
         finally:
