@@ -69,6 +69,18 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
         assert "1 papers" not in public["answer"] and "of Skrull" in public["answer"].split("\n")[0]
 
 
+def test_a_comparison_of_names_the_index_lacks_says_so(offline) -> None:  # type: ignore[no-untyped-def]
+    # no paper is named either, and the abstracts find nothing to compare: the names are
+    # said (it read "No papers match the filters: ." with no filter given)
+    public = offline.answer("compare Zorblax and Quux").to_public()
+    assert public["abstained"] and public["citations"] == []
+    assert public["answer"] == "“Zorblax”, “Quux” are not in the index."
+    # with a longer name in the index, that name is offered
+    public = offline.answer("Compare Zorblax and Ulysses").to_public()
+    assert public["answer"].startswith("“Zorblax”, “Ulysses” are not in the index (for “Ulysses”, "
+                                       "did you mean “DeepSpeed-Ulysses”?)")
+
+
 def test_a_name_the_index_has_only_within_longer_names_is_offered_them(offline) -> None:  # type: ignore[no-untyped-def]
     """"compare DeepSpeed and DynaPipe": no paper is called DeepSpeed, two are called
     DeepSpeed-something; the answer offers them rather than only "not in the index"."""

@@ -108,10 +108,11 @@ def quoted(name: str) -> str:
     return f"“{escaped}”"
 
 
-def _names_in_runs(question: str, named: list[str], known: set[str]) -> list[str]:
+def _names_in_runs(question: str, named: list[str], known: set[str], every_run: bool = False) -> list[str]:
     """Names in the question's runs of names ("Skrull, Zorblax and HEAT") that the index does
-    not know, in a run that also names a paper it knows. Known names are matched whole
-    first: "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
+    not know, in a run that also names a paper it knows (`every_run`: in any run, for a
+    comparison the abstracts found nothing for). Known names are matched whole first:
+    "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
     tokens: dict[str, str] = {}
 
     def mask(m: re.Match[str]) -> str:
@@ -124,7 +125,7 @@ def _names_in_runs(question: str, named: list[str], known: set[str]) -> list[str
     missing: list[str] = []
     for run in _RUN.finditer(masked):
         words = re.findall(_NAME, run.group(0))
-        if any(w.lower() in tokens for w in words):
+        if every_run or any(w.lower() in tokens for w in words):
             missing += [w for w in words if w.lower() not in tokens and w.lower() not in known
                         and w not in missing]
     return missing
@@ -167,6 +168,9 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
         return Plan(list(by_name.values()),
                     Unplaced(missing, left_out, outside, described, shared, _near(missing, names)))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
+    if not found:  # "compare Zorblax and Quux": nothing to compare; the names the index lacks
+        missing = _names_in_runs(question, [], known, every_run=True)
+        return Plan([], Unplaced(missing, near=_near(missing, names)))
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
 

@@ -151,9 +151,12 @@ class Pipeline:
             filters if filters.active() else None,
         ) if is_comparison(standalone) else None
         if plan and not plan.sources:
-            # every paper the question names is outside the filters: said, not a table of others
-            yield from self._nothing_passes(question, filters, started, plan.missing.said())
-            return
+            if said := plan.missing.said():
+                # every paper the question names is outside the filters or not in the index:
+                # said, not a table of others
+                yield from self._nothing_passes(question, filters, started, said)
+                return
+            plan = None  # nothing to compare and no name to say: declined as any question
         comparing = bool(plan and plan.sources)
         sources = plan.sources if plan else chosen.sources
         header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
