@@ -155,6 +155,23 @@ def test_offline_reads_a_topic_the_abstracts_define_as_an_acronym(offline) -> No
     assert all(s.supported for s in spaced.sentences)
 
 
+def test_a_list_that_says_where_and_when_its_papers_appeared_is_filtered_by_it(offline) -> None:  # type: ignore[no-untyped-def]
+    from rag.schema import AskOptions
+
+    # it listed BiKT, an arXiv paper, for MLSys 2023: the topic held "MLSys 2023" as words
+    filtered = labels(offline.answer("Which papers are about graph neural networks?",
+                                     AskOptions(venue="mlsys", year="2023")))
+    assert {"HyperGef", "Adaptive Message Quantization and Parallelization for Distributed "
+            "Full-graph GNN Training"} <= filtered
+    for question in ("Which papers at MLSys 2023 study graph neural networks?",
+                     "Which MLSys 2023 papers are about graph neural networks?"):
+        ans = offline.answer(question)
+        assert labels(ans) == filtered, question
+        assert all(s.paper.year == 2023 and "mlsys" in (s.paper.venue or "").lower() for s in ans.sources)
+    # the same topic without a place or time is not narrowed
+    assert "BiKT" in labels(offline.answer("Which papers are about graph neural networks?"))
+
+
 def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_them_to(offline) -> None:  # type: ignore[no-untyped-def]
     # Only SIRIUS' abstract names TensorFlow ("154.84x speedup over TensorFlow"): the papers
     # merely like the topic are not listed.

@@ -19,6 +19,7 @@ from rag.answering.questions import (
     long_forms,
     mentions_name,
     names_related,
+    publication_asked,
 )
 from rag.corpus.acronyms import acronym_pattern
 from rag.corpus.paper import Paper
@@ -131,6 +132,17 @@ def test_an_acronym_is_read_as_the_texts_define_it() -> None:
     # the commonest definition wins
     rl = ["reinforcement learning (RL) a", "deep reinforcement learning (RL) b", "representation learning (RL) c"]
     assert long_forms("RL", rl) == ["reinforcement learning"]
+
+
+def test_where_and_when_a_list_asks_its_papers_appeared() -> None:
+    venues = {"mlsys", "aaai", "iccv", "oncology", "clinical"}
+    assert publication_asked("Which MLSys 2023 papers are about GNNs?", venues) == ({"mlsys"}, {2023})
+    assert publication_asked("Which papers from 2022 study federated learning?", venues) == (set(), {2022})
+    assert publication_asked("Which ICCV'23 papers use prompts?", venues) == ({"iccv"}, {2023})
+    assert publication_asked("Which AAAI papers study FL?", venues) == ({"aaai"}, set())
+    # a journal's ordinary words, or a year that is not when the papers appeared, do not count
+    assert publication_asked("Which papers study clinical oncology trials?", venues) == (set(), set())
+    assert publication_asked("Which papers report results on the 2019 benchmark?", venues) == (set(), set())
 
 
 def test_a_list_topic_is_read_as_the_acronym_the_texts_define_for_it() -> None:

@@ -195,6 +195,28 @@ def asks_only_for_published(question: str, venue_words: Collection[str], years: 
     return bool(venue_words or years) and not content_words(rest) - _PUBLISHED_ASKS
 
 
+# A year a list's papers appeared in, said beside its topic: after "from", "in", "since",
+# "published" ... or right after a venue ("MLSys 2023", "ICCV'23").
+_YEAR_AFTER = re.compile(r"\b(?:from|in|since|during|published|appeared|presented|accepted)\s+"
+                         r"(?:in\s+)?(?:the\s+)?(?:year\s+)?((?:19|20)\d{2})(?![\d.])", re.I)
+
+
+def publication_asked(question: str, venue_words: Collection[str]) -> tuple[set[str], set[int]]:
+    """Where and when the papers a list asks for appeared, when the question says so beside
+    its topic ("Which MLSys 2023 papers are about GNNs?" -> {"mlsys"}, {2023}): a venue word
+    of the index written as a name with two capitals at least ("MLSys", "AAAI", "ICCV'23"; a
+    journal's ordinary words, "Oncology", never count), and a year after "from", "in",
+    "published" ... or after such a venue. Empty sets when it names neither."""
+    venues, years = set(), {int(y) for y in _YEAR_AFTER.findall(question)}
+    for m in re.finditer(r"(?<![\w-])([A-Za-z][\w-]*)(?:'(\d{2})\b|\s+((?:19|20)\d{2})(?![\d.]))?", question):
+        word = m.group(1)
+        if sum(c.isupper() for c in word) >= 2 and word.lower() in venue_words:
+            venues.add(word.lower())
+            if m.group(2) or m.group(3):
+                years.add(int(m.group(3)) if m.group(3) else 2000 + int(m.group(2)))
+    return venues, years
+
+
 def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool:
     """"Which papers did Bingsheng He co-author?": the question names authors and asks for
     nothing but their papers (not "Bingsheng He's papers on federated learning")."""

@@ -8,6 +8,7 @@ nothing here compares a score with a hand-picked constant.
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 from rag.answering.questions import (
@@ -25,6 +26,7 @@ from rag.answering.questions import (
     is_list_question,
     name_test,
     names_related,
+    publication_asked,
     spelled_out,
     topic_of,
 )
@@ -71,6 +73,8 @@ class SourceChooser:
         """The sources to answer from ([] to abstain); `with_model`: a model writes the
         answer, so a borderline question gets its sources too (Relevance.decide)."""
         list_q = is_list_question(question)
+        if list_q and not (filters and filters.active()):
+            question, filters = self._appeared(question, filters)
         decision = self.decide(question, filters, list_q, with_model)
         decision = self._authored(question, decision, filters) or decision
         if list_q:
@@ -129,6 +133,27 @@ class SourceChooser:
         found.sort(key=lambda p: -decision.scores.get(p.paper_id, 0.0))
         return Decision(bool(found), decision.p_answerable, [PaperHit(p, 1.0, 1.0) for p in found],
                         decision.scores, [p.paper_id for p in found])
+
+    def _appeared(self, question: str, filters: Filters | None) -> tuple[str, Filters | None]:
+        """"Which MLSys 2023 papers are about GNNs?": a list that says where or when its papers
+        appeared is asked as "Which papers are about GNNs?" with --venue mlsys --year 2023 (it
+        listed an arXiv paper, by likeness to a topic that held "MLSys 2023"). The question as
+        it was when it says neither."""
+        if not PUBLISHED_CUE.search(question) and not re.search(r"[A-Z]\w*[A-Z]", question):
+            return question, filters  # no year, no name in capitals: not this kind
+        index = metadata_match.index_for(self.retriever.snapshot())
+        venues, years = publication_asked(question, index.venues)
+        if not venues and not years or asks_only_for_published(question, *index.publication_in(question)):
+            return question, filters  # nothing said, or nothing else asked (_published)
+        asked = "|".join(sorted(map(re.escape, venues)))
+        place = rf"(?:{asked})(?:'\d{{2}}\b)?(?:\s+(?:19|20)\d{{2}})?|" if asked else ""
+        said = re.compile(r"(?:\b(?:were\s+|was\s+)?(?:published|appeared|presented|accepted)\s+)?"
+                          r"(?:\b(?:at|in|from|since|during)\s+)?(?:the\s+)?(?:year\s+)?"
+                          rf"(?<![\w-])(?:{place}(?:19|20)\d{{2}})(?![\w.-])", re.I)
+        rest = " ".join(said.sub(" ", question).split())
+        inferred = Filters(venue=min(venues) if len(venues) == 1 else None,
+                           year_from=min(years, default=None), year_to=max(years, default=None))
+        return rest, inferred
 
     def _stating(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
         """"Which papers report a 2.5x speedup?": a list whose topic gives a figure holds the
