@@ -132,6 +132,16 @@ def test_offline_answers_a_count_its_named_paper_gives(offline) -> None:  # type
     assert offline.answer("How many annotators labelled the FHA-Kitchens dataset?").abstained
 
 
+def test_offline_answers_a_factor_its_named_paper_gives(offline) -> None:  # type: ignore[no-untyped-def]
+    # declined before, while the closest passage was Skrull's "outperforms DeepSpeed by 3.76x"
+    for question in ("What is the speedup of Skrull?", "What speedup does Skrull achieve over DeepSpeed?"):
+        ans = offline.answer(question)
+        assert not ans.abstained and "3.76x" in ans.answer, question
+        assert all(s.supported for s in ans.sentences)
+    # a factor asked with words the sentence giving it lacks stays declined
+    assert offline.answer("What speedup does Skrull achieve on TPUs?").abstained
+
+
 def test_offline_reads_an_acronym_as_the_abstracts_define_it(offline) -> None:  # type: ignore[no-untyped-def]
     # seeds/ defines "Federated learning (FL)": papers on federated learning are listed for
     # "FL" whether or not they write the acronym, and each line quotes where they name it

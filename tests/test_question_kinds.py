@@ -13,6 +13,7 @@ from rag.answering.questions import (
     count_in,
     defined_term,
     expansion_in,
+    factor_in,
     introduced_names,
     is_acronym,
     is_list_question,
@@ -132,6 +133,16 @@ def test_an_acronym_is_read_as_the_texts_define_it() -> None:
     # the commonest definition wins
     rl = ["reinforcement learning (RL) a", "deep reinforcement learning (RL) b", "representation learning (RL) c"]
     assert long_forms("RL", rl) == ["reinforcement learning"]
+
+
+def test_a_factor_is_found_with_every_word_it_is_asked_with() -> None:
+    text = ("We present Vortex. Vortex outperforms DeepSpeed by 3.76x on average. "
+            "It also cuts memory use by 40% on GPUs.")
+    assert factor_in("What speedup does Vortex achieve?", "Vortex", text) == \
+        "Vortex outperforms DeepSpeed by 3.76x on average."
+    assert factor_in("How much faster is Vortex than DeepSpeed?", "Vortex", text)
+    assert factor_in("What speedup does Vortex get on TPUs?", "Vortex", text) is None
+    assert factor_in("What does Vortex present?", "Vortex", text) is None  # not asked for a factor
 
 
 def test_where_and_when_a_list_asks_its_papers_appeared() -> None:

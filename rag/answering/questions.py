@@ -157,6 +157,27 @@ def count_in(question: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
+# "What speedup does Skrull achieve?", "How much faster is X than Y?": a question for a factor.
+_FACTOR_ASK = re.compile(r"\b(?:speed-?ups?|how (?:much )?(?:faster|quicker)|by how much|how fast)\b", re.I)
+_FACTOR_WORDS = content_words("speedup speedups speed-up speed faster quicker fast much achieve achieves "
+                              "achieved report reports reported give gives get gets obtain obtains "
+                              "deliver delivers show shows average what how than does do did is are was were")
+_FACTOR = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:x|×|times)(?!\w)", re.I)
+
+
+def factor_in(question: str, name: str, text: str) -> str | None:
+    """The sentence of `text` (the abstract of the paper `name`) that gives the factor a
+    "What speedup does Skrull achieve?" question asks for: one with a figure such as "3.76x"
+    that holds every other word the question asks with ("over DeepSpeed", "on long
+    sequences"); None if no sentence does, so "... on TPUs?" of a paper that reports GPUs
+    stays declined."""
+    if not _FACTOR_ASK.search(question):
+        return None
+    wanted = content_words(question) - content_words(name) - _FACTOR_WORDS
+    return next((s for s in split_sentences(text)
+                 if _FACTOR.search(s) and wanted <= content_words(s)), None)
+
+
 # "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
 # (capitalised with another capital or a digit in it: "NeuroShard", "H-GCN", "X-RLflow").
 _INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"

@@ -22,6 +22,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     defined_term,
+    factor_in,
     figure_test,
     is_list_question,
     name_test,
@@ -225,8 +226,9 @@ class SourceChooser:
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
             subject += [p for p in named if subject and p is not subject[0]][:1]
-        else:  # "How many ...?" (count_in finds no count in any other question)
-            subject = [p for p in named if count_in(question, p.abstract)][:1]
+        else:  # "How many ...?", "What speedup ...?" (neither finds anything in another question)
+            subject = [p for p, n in zip(named, names, strict=True)
+                       if count_in(question, p.abstract) or factor_in(question, n, p.abstract)][:1]
         if not subject:
             return decision
         members = [PaperHit(p, 1.0, 1.0) for p in subject]
