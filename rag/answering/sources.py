@@ -144,15 +144,18 @@ class SourceChooser:
             return question, filters  # no year, no name in capitals: not this kind
         index = metadata_match.index_for(self.retriever.snapshot())
         venues, years = publication_asked(question, index.venues)
-        if not venues and not years or asks_only_for_published(question, *index.publication_in(question)):
-            return question, filters  # nothing said, or nothing else asked (_published)
+        if (not venues and not years or len(venues) > 1
+                or asks_only_for_published(question, *index.publication_in(question))):
+            # nothing said; two venue words, which one filter cannot hold; or nothing else
+            # asked (_published answers that)
+            return question, filters
         asked = "|".join(sorted(map(re.escape, venues)))
         place = rf"(?:{asked})(?:'\d{{2}}\b)?(?:\s+(?:19|20)\d{{2}})?|" if asked else ""
         said = re.compile(r"(?:\b(?:were\s+|was\s+)?(?:published|appeared|presented|accepted)\s+)?"
                           r"(?:\b(?:at|in|from|since|during)\s+)?(?:the\s+)?(?:year\s+)?"
                           rf"(?<![\w-])(?:{place}(?:19|20)\d{{2}})(?![\w.-])", re.I)
         rest = " ".join(said.sub(" ", question).split())
-        inferred = Filters(venue=min(venues) if len(venues) == 1 else None,
+        inferred = Filters(venue=min(venues, default=None),
                            year_from=min(years, default=None), year_to=max(years, default=None))
         return rest, inferred
 
