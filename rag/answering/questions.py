@@ -291,18 +291,25 @@ def names_related(topic: str) -> list[str]:
     return names if names and not content_words(rest) - _RELATES else []
 
 
+def term_words(topic: str) -> list[str]:
+    """The words of a list topic that could be a term, its relating words ("study", "use",
+    "models") taken off both ends: 2 to 6 of them, else []."""
+    words = re.findall(r"[\w']+", topic)
+    while words and not content_words(words[0]) - _RELATES:
+        words.pop(0)
+    while words and not content_words(words[-1]) - _RELATES:
+        words.pop()
+    return words if 2 <= len(words) <= 6 else []
+
+
 def defined_term(topic: str, texts: Collection[str]) -> list[str]:
     """The acronym `texts` (the index's abstracts) define for a list topic's phrase, when the
     topic asks nothing else: "study mixture of experts" -> ["MoE"] where an abstract writes
     "Mixture-of-Experts (MoE)". Such a topic is then answered as "Which papers study MoE?"
     is, by the papers that write either, instead of by likeness (which, reading
     "Mixture-of-Experts" as one word, listed one of the three). [] otherwise."""
-    words = re.findall(r"[\w']+", topic)
-    while words and not content_words(words[0]) - _RELATES:
-        words.pop(0)
-    while words and not content_words(words[-1]) - _RELATES:
-        words.pop()
-    if not 2 <= len(words) <= 6:
+    words = term_words(topic)
+    if not words:
         return []
     last = words[-1][:-1] if words[-1].endswith("s") and len(words[-1]) > 3 else words[-1]
     phrase = re.compile(r"(?<![\w-])(?i:" + r"[\s-]+".join(map(re.escape, [*words[:-1], last]))

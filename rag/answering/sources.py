@@ -29,6 +29,7 @@ from rag.answering.questions import (
     names_related,
     publication_asked,
     spelled_out,
+    term_words,
     topic_of,
 )
 from rag.corpus.paper import Paper
@@ -181,17 +182,19 @@ class SourceChooser:
         anything else or no paper names it."""
         topic = topic_of(question)
         names = names_related(topic)
-        snap = self.retriever.snapshot().papers
-        papers = list(snap.values())
         # A topic that is a term the abstracts define ("mixture of experts" for "MoE"): the
         # papers that write the term or its acronym join those the models found alike. The
         # definition is looked for in the papers retrieved for the topic, where it is written
         # if anywhere (a scan of every abstract would cost 0.5 s at 100,000, on every list).
-        term = [] if names else defined_term(topic, [snap[i].abstract for i in decision.scores if i in snap])
+        term: list[str] = []
+        if not names and term_words(topic):
+            snap = self.retriever.snapshot().papers
+            term = defined_term(topic, [snap[i].abstract for i in decision.scores if i in snap])
         names = names or term
         if not names:
             return None
         own = {n.lower() for n in names}
+        papers = list(self.retriever.snapshot().papers.values())
         # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
         # "FL" would match "fl" in any text and "Megatron-LM" any "LM". A substring test
         # first: at 100,000 abstracts the scan is a small part of a list answer.
