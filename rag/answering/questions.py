@@ -162,7 +162,6 @@ _FACTOR_ASK = re.compile(r"\b(?:speed-?ups?|how (?:much )?(?:faster|quicker)|by 
 _FACTOR_WORDS = content_words("speedup speedups speed-up speed faster quicker fast much achieve achieves "
                               "achieved report reports reported give gives get gets obtain obtains "
                               "deliver delivers show shows average what how than does do did is are was were")
-_FACTOR = re.compile(r"(?<![\w.])\d+(?:\.\d+)?\s*(?:x|×|times)(?!\w)", re.I)
 
 
 def factor_in(question: str, name: str, text: str) -> str | None:
@@ -175,7 +174,8 @@ def factor_in(question: str, name: str, text: str) -> str | None:
         return None
     wanted = content_words(question) - content_words(name) - _FACTOR_WORDS
     return next((s for s in split_sentences(text)
-                 if _FACTOR.search(s) and wanted <= content_words(s)), None)
+                 if any(m.group(2).lower() in ("x", "×", "times") for m in _FIGURE.finditer(s))
+                 and wanted <= content_words(s)), None)
 
 
 # "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
