@@ -182,6 +182,17 @@ def test_a_list_that_says_where_and_when_its_papers_appeared_is_filtered_by_it(o
     assert "BiKT" in labels(offline.answer("Which papers are about graph neural networks?"))
 
 
+def test_a_list_whose_named_venue_and_year_hold_no_paper_says_so(offline) -> None:  # type: ignore[no-untyped-def]
+    # it said "The provided abstracts do not answer this question.", which reads as a topic
+    # the corpus lacks, when GNN papers are there but none from ICML 2030
+    ans = offline.answer("Which ICML 2030 papers are about graph neural networks?")
+    said = "No papers match the filters the question names: venue icml, year 2030."
+    assert ans.answer == said and ans.notices == [said]
+    assert ans.abstained and ans.sources == [] and ans.nearest == []
+    # a venue and year that hold papers on the topic still list them
+    assert labels(offline.answer("Which MLSys 2023 papers are about graph neural networks?"))
+
+
 def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_them_to(offline) -> None:  # type: ignore[no-untyped-def]
     # Only SIRIUS' abstract names TensorFlow ("154.84x speedup over TensorFlow"): the papers
     # merely like the topic are not listed.

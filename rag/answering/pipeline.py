@@ -139,6 +139,10 @@ class Pipeline:
         chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters,
                                      with_model=client is not None)
         run.timings["retrieve"] = (time.perf_counter() - t0) * 1000
+        if chosen.unmatched is not None:
+            yield from self._nothing_passes(question, chosen.unmatched, started, (
+                f"No papers match the filters the question names: {chosen.unmatched.describe()}."))
+            return
         judge = self.judge
         if opts.judge == "ollama":
             judge = OllamaJudge(self.retriever.embedder, client or self.client())

@@ -47,6 +47,9 @@ class Selection:
     list_question: bool
     matched: int  # papers judged relevant
     borderline: bool = False  # chosen only because a model answers (Decision.borderline)
+    # The venue or year a list question names ("Which ICML 2030 papers ..."), read as filters
+    # that no paper of the index passes: said as such, not as a topic the abstracts lack.
+    unmatched: Filters | None = None
 
 
 class SourceChooser:
@@ -77,6 +80,9 @@ class SourceChooser:
         list_q = is_list_question(question)
         if list_q and not (filters and filters.active()):
             question, filters = self._appeared(question, filters)
+            snap = self.retriever.snapshot()
+            if filters and filters.active() and not self.retriever.filtered(snap, filters)[0]:
+                return Selection([], list_q, 0, unmatched=filters)
         decision = self.decide(question, filters, list_q, with_model)
         decision = self._authored(question, decision, filters) or decision
         if list_q:
