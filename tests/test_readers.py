@@ -751,3 +751,16 @@ def test_an_arxiv_api_feed_is_read(tmp_path: Path) -> None:
                                        "{10.1145/3627703.3629585}, author = {Jiang, Chenyu}, abstract = {Published.}}\n")
     [paper] = merge_papers([*result.papers[:1], *read_file(tmp_path / "refs.bib").papers])
     assert (paper.paper_id, paper.abstract, paper.venue, paper.year) == ("2311.10418", "Published.", "EuroSys '24", 2024)
+
+
+def test_dollar_amounts_in_an_abstract_are_kept(tmp_path: Path) -> None:
+    """PubMed, RIS and OpenAlex write dollars bare; the span between two amounts was read as
+    LaTeX maths ("cost 1,200 per patient-year versus3,400"): both signs and a space lost."""
+    (tmp_path / "costs.nbib").write_text(
+        "PMID- 31452105\nTI  - Statin costs.\n"
+        "AB  - Treatment cost $1,200 per patient-year versus $3,400 for usual care, and\n"
+        "      US$5 to US$50 per visit; the $k$ visits were modelled.\n"
+        "FAU - Nuñez, José María\nDP  - 2019 Aug\n", encoding="utf-8")
+    [paper] = read_file(tmp_path / "costs.nbib").papers
+    assert paper.abstract == ("Treatment cost $1,200 per patient-year versus $3,400 for usual care, "
+                              "and US$5 to US$50 per visit; the k visits were modelled.")

@@ -162,11 +162,18 @@ def strip_markup(text: str) -> str:
     return _ENTITY.sub(lambda m: html.unescape(m.group()), text) if "&" in text else text
 
 
+# A `$` that opens a dollar amount opens no maths: "cost $1,200 versus $3,400" (PubMed, RIS,
+# OpenAlex... write dollars bare) read as the maths "1,200 versus " and lost both signs. An
+# amount is a `$` and a digit whose span up to the next `$` ends in a space or is followed by
+# a digit (the next amount); maths is never written so ($10^{-3}$, $2n$ are still maths).
+_MATH_SPAN = re.compile(r"\$(?!\d[^$]{0,79}(?:\s\$|\$\d))([^$]{1,80})\$")
+
+
 def clean_latex(text: str) -> str:
     """Make inline LaTeX readable (AdaCM$^2$ -> AdaCM²); leave other text unchanged."""
     if "$" not in text and "\\" not in text and "``" not in text:
         return text
-    text = re.sub(r"\$([^$]{1,80})\$", lambda m: _math(m.group(1)), text)
+    text = _MATH_SPAN.sub(lambda m: _math(m.group(1)), text)
     for _ in range(3):  # nested \textbf{\underline{N}}
         text = re.sub(r"\\(?:textbf|textit|emph|underline|texttt|mathrm|text)\{([^{}]*)\}", r"\1", text)
     text = re.sub(r"\\([_&#%$])", r"\1", text)
