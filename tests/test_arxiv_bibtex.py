@@ -259,6 +259,26 @@ def test_unreadable_bibtex_entry_is_reported_with_its_line_and_the_rest_kept(tmp
     assert problem.line == 6 and "braces" in str(problem)
 
 
+
+def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
+    """A hand-edited entry with no comma after a field: bibtexparser read the next field into
+    it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)
+    without a word. BibTeX refuses it; so does rag, naming the field, and keeps the rest."""
+    path = tmp_path / "refs.bib"
+    path.write_text("@article{a2021,\n  title = {First Paper}\n  author = {Doe, Jane},\n"
+                    "  abstract = {First abstract.},\n}\n\n"
+                    "@article{b2022,\n  title = {Second Paper},\n  year = 2022\n  author = {Roe, Rick},\n"
+                    "  abstract = {Second abstract, where x = 5 on a {line\n  n = 2} of its own.},\n}\n\n"
+                    "@article{c2023, title = \"Third\" # { Paper}, author = {Poe, Pat},\n"
+                    "  abstract = \"Third: a = b\"}\n")
+    result = read_file(path)
+    assert [(p.title, p.authors) for p in result.papers] == [("Third Paper", ["Pat Poe"])]
+    first, second = result.problems
+    assert (first.line, second.line) == (1, 7)
+    assert "no comma after field `title` (line 2), before field `author`" in str(first)
+    assert "no comma after field `year` (line 9), before field `author`" in str(second)
+    assert "put a comma after each field's value" in str(first.hint)
+
 @pytest.mark.parametrize(("categories", "since", "kept", "outside"), [
     (["cs.DC"], None, ["2305.12345"], 3),
     (["cs"], None, ["2305.12345", "2401.00002"], 2),  # an archive takes all of its categories

@@ -57,7 +57,7 @@ def _latex_decoding() -> Any:
     return Decode(decoder=decoder(math_mode="verbatim"))
 
 
-def _library(text: str, refused: list[tuple[Any, str]]) -> Any:
+def _library(text: str, refused: list[tuple[Any, str, str]]) -> Any:
     import bibtexparser
 
     # Its splitter logs each unreadable entry as a warning to stderr; the entry comes back to
@@ -185,13 +185,12 @@ def _crossrefs(entries: list[Any]) -> set[str]:
 def parse_bibtex(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict[str, int]]:
     """Papers of a BibTeX file, problems of its unreadable entries, and how many entries
     were left out for having no abstract."""
-    refused: list[tuple[Any, str]] = []
+    refused: list[tuple[Any, str, str]] = []
     library = _library(text, refused)
     papers: list[Paper] = []
     problems = [_failure(b, path) for b in library.failed_blocks]
-    problems += [ParseError(path, entry.start_line + 1, f"BibTeX entry refused: {why}",
-                            "define the @string macros without loops or blow-up, or pass --skip-bad")
-                 for entry, why in refused]
+    problems += [ParseError(path, entry.start_line + 1, f"BibTeX entry refused: {why}", hint)
+                 for entry, why, hint in refused]
     no_abstract = 0
     targets = _crossrefs(library.entries)
     for entry in library.entries:

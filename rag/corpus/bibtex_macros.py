@@ -26,6 +26,14 @@ _SPECIAL = re.compile(r'\\"|[{}")]')  # BibTeX counts \{ as a brace too
 class Refused(Exception):
     """An entry whose macros cannot be expanded within the limits."""
 
+    hint = "define the @string macros without loops or blow-up, or pass --skip-bad"
+
+
+class RunOn(Refused):
+    """A field whose value runs on into the next field: the comma between them is missing."""
+
+    hint = "put a comma after each field's value, or pass --skip-bad"
+
 
 def _split_top(value: str) -> list[str]:
     """Pieces of a `#` concatenation, outside braces and quotes."""
@@ -42,6 +50,25 @@ def _split_top(value: str) -> list[str]:
             pieces.append(value[start:i])
             start = i + 1
     return [*pieces, value[start:]]
+
+
+def run_on(value: str) -> str | None:
+    """The field a raw value runs on into (`{A}\n author = {B}`: the comma after `{A}` is
+    missing), else None. BibTeX refuses such an entry; bibtexparser reads the two as one value,
+    so the title became "A author = B" and the authors were lost without a word."""
+    top, depth, quoted = [], 0, False
+    for m in re.finditer(r'\\[{}"]|[{}"]|[^{}"\\]+|\\', value):
+        token = m.group(0)
+        if token in ("{", "\\{"):
+            depth += 1
+        elif token in ("}", "\\}"):
+            depth = max(0, depth - 1)
+        elif token == '"' and depth == 0:
+            quoted = not quoted
+        elif depth == 0 and not quoted:
+            top.append(token)
+    field = re.search(r"([A-Za-z][\w\-:.+]*)\s*=", "".join(top))
+    return field.group(1) if field else None
 
 
 class Expander:
@@ -102,10 +129,11 @@ class Expander:
             out.append(text)
 
 
-def expansion(refused: list[tuple[Any, str]], file_size: int) -> Any:
+def expansion(refused: list[tuple[Any, str, str]], file_size: int) -> Any:
     """A bibtexparser middleware that expands every entry's macros and concatenations (before
     its enclosing-removal runs), and takes out each entry that breaks a limit, noting why in
-    `refused`. A bare `%` is escaped, so that the LaTeX decoder keeps it as text."""
+    `refused` (and what to do), as is an entry with a comma missing between two fields
+    (run_on). A bare `%` is escaped, so that the LaTeX decoder keeps it as text."""
     from bibtexparser.library import Library
     from bibtexparser.middlewares.middleware import LibraryMiddleware
 
@@ -116,12 +144,15 @@ def expansion(refused: list[tuple[Any, str]], file_size: int) -> Any:
             for entry in list(library.entries):
                 try:
                     for f in entry.fields:
+                        if isinstance(f.value, str) and (after := run_on(f.value)):
+                            raise RunOn(f"no comma after field `{f.key}` (line {f.start_line + 1}), "
+                                        f"before field `{after}`")
                         if isinstance(f.value, str) and expander.needed(f.value):
                             f.value = "{" + expander.field(f.key, f.value) + "}"
                         if isinstance(f.value, str):  # a `%` in a field is a percent sign,
                             f.value = BARE_PERCENT.sub(r"\\%", f.value)  # not LaTeX's comment
                 except Refused as exc:
-                    refused.append((entry, str(exc)))
+                    refused.append((entry, str(exc), exc.hint))
                     library.remove(entry)
             return library
 
