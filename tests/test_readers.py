@@ -665,6 +665,23 @@ def test_a_zotero_or_endnote_ris_export_is_read(tmp_path: Path) -> None:
         f"{(tmp_path / 'cut.ris').as_posix()}:1: RIS record with no `ER  - ` line ending it"]
 
 
+
+def test_a_wiley_or_cochrane_ris_export_with_header_lines_is_read(tmp_path: Path) -> None:
+    """Wiley Online Library and the Cochrane Library write "Provider:" and "Content:" lines
+    (Cochrane also "Record #N of M") before each record, CRLF-ended; such a file was "content
+    is in no known layout"."""
+    record = ("Record #{n} of 2\r\nProvider: John Wiley & Sons, Ltd.\r\nContent: text/plain; charset=\"UTF-8\"\r\n\r\n"
+              "TY  - JOUR\r\nAU  - {author}\r\nTI  - {title}\r\nJO  - The Lancet\r\nPY  - 2010\r\n"
+              "AB  - {title} lowered blood pressure.\r\nER  - \r\n\r\n")
+    (tmp_path / "citation-export.ris").write_bytes(
+        (record.format(n=1, author="Smith, Anna", title="Trial one")
+         + record.format(n=2, author="Nuñez, José", title="Trial two")).encode())
+    result = read_file(tmp_path / "citation-export.ris")
+    assert result.layout == "ris" and not result.problems
+    assert [(p.title, p.authors, p.abstract, p.line) for p in result.papers] == [
+        ("Trial one", ["Anna Smith"], "Trial one lowered blood pressure.", 5),
+        ("Trial two", ["José Nuñez"], "Trial two lowered blood pressure.", 17)]
+
 @pytest.mark.parametrize(("fmt", "name"), [("csl-json", "refs.json"), ("ris", "refs.ris")])
 def test_rag_s_own_export_reads_back_as_the_same_papers(fmt: str, name: str, tmp_path: Path) -> None:
     """`rag papers --format csl-json|ris` into a fresh index: the same papers and fields."""

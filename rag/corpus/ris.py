@@ -27,9 +27,16 @@ JOURNAL_REF_NOTE = "Journal-ref:"  # an `N1` note that is the journal ref, label
 RAG_ID_NOTE = "rag-id:"  # an `N1` note of rag's own export: the paper's id (formats.exported_id)
 
 
+# The lines Wiley's and Cochrane's exports write before a record, as RefMan's "direct export"
+# did ("Record #1 of 611", "Provider: John Wiley & Sons, Ltd", "Content: text/plain; ..."):
+# such a file was "content is in no known layout". rispy passes over them after an `ER`.
+_HEADER = re.compile(r"^(?:Record #\d+ of \d+|Provider:|Database:|Content:)")
+
+
 def detect(text: str) -> bool:
-    """A file whose first line that is not blank opens an RIS record (`TY  - `)."""
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    """A file whose first line that is not blank, nor a header of the record, opens an RIS
+    record (`TY  - `)."""
+    first = next((ln for ln in text.splitlines() if ln.strip() and not _HEADER.match(ln)), "")
     return _TY.match(first) is not None
 
 
