@@ -260,6 +260,18 @@ def test_unreadable_bibtex_entry_is_reported_with_its_line_and_the_rest_kept(tmp
 
 
 
+def test_zotero_s_escaped_less_than_greater_than_and_bar_read_as_written(tmp_path: Path) -> None:
+    """Zotero's BibTeX export writes every <, > and | as {\\textless}, {\\textgreater} and
+    {\\textbar} (Mendeley's too); pylatexenc dropped them: "p < 0.05" read "p 0.05", ">90%" "90%"."""
+    path = tmp_path / "My Library.bib"
+    path.write_text("\n@article{okafor_statins_2019,\n\ttitle = {Statins in adults {\\textgreater}75 years},\n"
+                    "\tabstract = {Events fell (p {\\textless} 0.001) in {\\textgreater}90\\% of sites; "
+                    "scores {\\textbar}x{\\textbar} {\\textless}= 2.},\n"
+                    "\tauthor = {Okafor, Chidi},\n\tyear = {2019},\n}\n")
+    [paper] = read_file(path).papers
+    assert paper.title == "Statins in adults >75 years"
+    assert paper.abstract == "Events fell (p < 0.001) in >90% of sites; scores |x| <= 2."
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

@@ -19,8 +19,8 @@ class LatexError(ValueError):
 
 def decoder(**options: Any) -> Any:
     """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x, and
-    \\textbraceleft, \\textbraceright, \\textquotedbl and \\textasciicircum as the characters they
-    stand for."""
+    \\textbraceleft, \\textbraceright, \\textquotedbl, \\textasciicircum, \\textless,
+    \\textgreater and \\textbar as the characters they stand for."""
     from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
 
     context = get_default_latex_context_db()
@@ -31,6 +31,11 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textquotedbl", simplify_repl='"'),
         # pylatexenc reads it as "ˆ" (U+02C6), a look-alike: an exported O(T^{-1}) came back changed
         MacroTextSpec("textasciicircum", simplify_repl="^"),
+        # Zotero's BibTeX export writes every <, > and | so (its alwaysMap), Mendeley's too;
+        # pylatexenc knows none of them and dropped them: "p {\textless} 0.05" read "p 0.05"
+        MacroTextSpec("textless", simplify_repl="<"),
+        MacroTextSpec("textgreater", simplify_repl=">"),
+        MacroTextSpec("textbar", simplify_repl="|"),
     ])
     return LatexNodes2Text(latex_context=context, **options)
 
