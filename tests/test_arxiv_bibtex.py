@@ -272,6 +272,17 @@ def test_zotero_s_escaped_less_than_greater_than_and_bar_read_as_written(tmp_pat
     assert paper.title == "Statins in adults >75 years"
     assert paper.abstract == "Events fell (p < 0.001) in >90% of sites; scores |x| <= 2."
 
+def test_textsuperscript_and_textsubscript_are_raised_and_lowered(tmp_path: Path) -> None:
+    """Zotero writes a title's <sup> and <sub> as \\textsuperscript{} and \\textsubscript{};
+    pylatexenc flattened them, so "10\\textsuperscript{-3} bar" read "10-3 bar", another number."""
+    path = tmp_path / "My Library.bib"
+    path.write_text("@article{lee_co2_2020,\n\ttitle = {{CO}\\textsubscript{2} uptake at 10\\textsuperscript{-3} bar "
+                    "and {Ca}\\textsuperscript{2+} sites},\n\tabstract = {Sorbents took up CO\\textsubscript{2}"
+                    " at x\\textsuperscript{ab}.},\n\tauthor = {Lee, Kim},\n\tyear = {2020},\n}\n")
+    [paper] = read_file(path).papers
+    assert paper.title == "CO₂ uptake at 10⁻³ bar and Ca²⁺ sites"
+    assert paper.abstract == "Sorbents took up CO₂ at x^(ab)."
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

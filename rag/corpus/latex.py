@@ -20,8 +20,28 @@ class LatexError(ValueError):
 def decoder(**options: Any) -> Any:
     """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x, and
     \\textbraceleft, \\textbraceright, \\textquotedbl, \\textasciicircum, \\textless,
-    \\textgreater and \\textbar as the characters they stand for."""
+    \\textgreater and \\textbar as the characters they stand for, \\textsuperscript{} and
+    \\textsubscript{} raised and lowered."""
+    from pylatexenc import latexwalker, macrospec
     from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+
+    from rag.corpus.text import script
+
+    # \textsuperscript{-3} and \textsubscript{2}: what Zotero, publishers' BibTeX and arXiv
+    # authors write for <sup> and <sub>; pylatexenc knows neither, so "10\textsuperscript{-3}"
+    # read "10-3". Raised and lowered as PubMed's <sup> and <sub> are (script).
+    walker = latexwalker.get_default_latex_context_db()
+    walker.add_context_category("rag", prepend=True, macros=[
+        macrospec.MacroSpec("textsuperscript", "{"), macrospec.MacroSpec("textsubscript", "{")])
+
+    def scripted(n: Any, l2tobj: Any) -> str:
+        args = [a for a in (n.nodeargd.argnlist if n.nodeargd else []) if a is not None]
+        body = l2tobj.nodelist_to_text(args).strip()
+        return script(body, "^" if n.macroname == "textsuperscript" else "_") if body else ""
+
+    class Decoder(LatexNodes2Text):  # type: ignore[misc]
+        def latex_to_text(self, latex: str, **parse_flags: Any) -> str:
+            return str(super().latex_to_text(latex, latex_context=walker, **parse_flags))
 
     context = get_default_latex_context_db()
     context.add_context_category("rag", prepend=True, macros=[
@@ -36,8 +56,10 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textless", simplify_repl="<"),
         MacroTextSpec("textgreater", simplify_repl=">"),
         MacroTextSpec("textbar", simplify_repl="|"),
+        MacroTextSpec("textsuperscript", simplify_repl=scripted),
+        MacroTextSpec("textsubscript", simplify_repl=scripted),
     ])
-    return LatexNodes2Text(latex_context=context, **options)
+    return Decoder(latex_context=context, **options)
 
 
 def decode(latex: Any, text: str) -> str:
