@@ -120,6 +120,30 @@ def test_pubmed_medline_text_reads_as_the_xml_does(tmp_path: Path) -> None:
     assert len(merge_papers([*result.papers, *read_file(DATA / "pubmed.xml").papers])) == 2
 
 
+def test_medline_authors_without_full_names_read_as_the_xml_gives_them(tmp_path: Path) -> None:
+    """Records before 2002 have `AU` ("LastName Initials [Suffix]") and no `FAU`: split at the
+    first space, "van den Berg P" was "den Berg P van" and "King ML Jr" "ML Jr King"; and an
+    `AU` without its own `FAU` beside authors with one was lost."""
+    (tmp_path / "old.nbib").write_text(
+        "PMID- 1000002\nDP  - 1985 Mar\nTI  - Old trial.\nAB  - Old abstract.\nAU  - van den Berg P\n"
+        "AU  - García Márquez G\nAU  - King ML Jr\nAU  - Doe JA\nCN  - Old Trial Group\nJT  - Old J\n\n"
+        "PMID- 1000003\nDP  - 2005\nTI  - Newer.\nAB  - Newer abstract.\nFAU - Nuñez, José María\n"
+        "AU  - Nuñez JM\nAD  - Dept X.\nAU  - Doe JA\n", encoding="utf-8")
+    (tmp_path / "old.xml").write_text(
+        '<?xml version="1.0" ?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation><PMID>1000002</PMID><Article>'
+        "<Journal><JournalIssue><PubDate><Year>1985</Year></PubDate></JournalIssue><Title>Old J</Title></Journal>"
+        "<ArticleTitle>Old trial.</ArticleTitle><Abstract><AbstractText>Old abstract.</AbstractText></Abstract>"
+        "<AuthorList><Author><LastName>van den Berg</LastName><Initials>P</Initials></Author><Author>"
+        "<LastName>García Márquez</LastName><Initials>G</Initials></Author><Author><LastName>King</LastName>"
+        "<Initials>ML</Initials><Suffix>Jr</Suffix></Author><Author><LastName>Doe</LastName><Initials>JA</Initials>"
+        "</Author><Author><CollectiveName>Old Trial Group</CollectiveName></Author></AuthorList></Article>"
+        "</MedlineCitation></PubmedArticle></PubmedArticleSet>\n", encoding="utf-8")
+    old, newer = read_file(tmp_path / "old.nbib").papers
+    [xml] = read_file(tmp_path / "old.xml").papers
+    assert old.authors == ["P van den Berg", "G García Márquez", "ML King Jr", "JA Doe", "Old Trial Group"]
+    assert (old.authors, old.author_names) == (xml.authors, xml.author_names)
+    assert newer.authors == ["José María Nuñez", "JA Doe"]
+
 def test_pubmed_gzipped_reads_the_same(tmp_path: Path) -> None:
     gz = tmp_path / "pubmed24n0001.xml.gz"
     gz.write_bytes(gzip.compress((DATA / "pubmed.xml").read_bytes()))

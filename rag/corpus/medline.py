@@ -56,6 +56,20 @@ def _date(dp: str) -> tuple[int | None, str | None]:
     return (int(found.group(1)), None) if found else (None, None)
 
 
+_INITIALS = re.compile(r"[A-Z]{1,4}")
+_SUFFIX = re.compile(r"Jr|Sr|[2-9](?:nd|rd|th)|I{2,3}|IV")
+
+
+def _short_name(au: str) -> Name:
+    """An `AU` name, "LastName Initials [Suffix]": "van den Berg P", "King ML Jr". Split at
+    its first space, the surname lost its other words ("den Berg P van")."""
+    words = au.split()
+    suffix = words.pop() if len(words) > 2 and _SUFFIX.fullmatch(words[-1]) else ""
+    if len(words) > 1 and _INITIALS.fullmatch(words[-1]):
+        return person(" ".join(words[:-1]), words[-1], suffix)
+    return person(" ".join(words), "", suffix)
+
+
 def _record_paper(fields: list[tuple[str, str]], path: str, line: int) -> Paper | None:
     values: dict[str, list[str]] = {}
     for tag, value in fields:
@@ -66,15 +80,20 @@ def _record_paper(fields: list[tuple[str, str]], path: str, line: int) -> Paper 
     abstract = " ".join(values.get("AB", []))
     if not abstract.strip():
         return None
-    full = any(tag == "FAU" for tag, _ in fields)
     names: list[Name] = []
+    short_form_due = False  # the AU after an FAU is that author's short form
     for tag, value in fields:
         if tag == "CN":
             names.append(organisation(value))
-        elif tag == ("FAU" if full else "AU"):
-            family, _, rest = value.partition(", " if full else " ")
+        elif tag == "FAU":
+            family, _, rest = value.partition(", ")
             given, _, suffix = rest.partition(", ")
             names.append(person(family, given, suffix))
+            short_form_due = True
+        elif tag == "AU" and short_form_due:
+            short_form_due = False
+        elif tag == "AU":  # records before 2002 have no FAU
+            names.append(_short_name(value))
     authors, author_names = authors_and_names(names)
     year, date = _date(next(iter(values.get("DP", [])), ""))
     doi = next((v.rsplit(" ", 1)[0] for v in values.get("AID", []) if v.endswith("[doi]")), None)
