@@ -283,6 +283,19 @@ def test_textsuperscript_and_textsubscript_are_raised_and_lowered(tmp_path: Path
     assert paper.title == "CO₂ uptake at 10⁻³ bar and Ca²⁺ sites"
     assert paper.abstract == "Sorbents took up CO₂ at x^(ab)."
 
+def test_a_biblatex_journaltitle_is_the_journal(tmp_path: Path) -> None:
+    """Zotero's BibLaTeX export (and Better BibLaTeX) names the journal `journaltitle`: the
+    paper had no venue, matched no --venue filter and exported as @misc."""
+    path = tmp_path / "My Library.bib"
+    path.write_text("\n@article{muller_pre-training_2021,\n\ttitle = {Pre-training for solvers},\n"
+                    "\tdoi = {10.5555/jmlr.2021.001},\n\tabstract = {We study pre-training of solvers.},\n"
+                    "\tjournaltitle = {Journal of Machine Learning Research},\n\tshortjournal = {J. Mach. Learn. Res.},\n"
+                    "\tauthor = {Müller, Jürgen},\n\tdate = {2021-03-15},\n}\n", encoding="utf-8")
+    [paper] = read_file(path).papers
+    assert (paper.venue, paper.venue_kind, paper.year) == ("Journal of Machine Learning Research", "journal", 2021)
+    assert "@article{" in export([paper], "bibtex")
+    assert "journal = {Journal of Machine Learning Research}" in export([paper], "bibtex")
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

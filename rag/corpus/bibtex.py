@@ -134,13 +134,15 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
     year = re.search(r"\b(\d{4})\b", year_text)
     date = fields.get("date") if re.fullmatch(r"\d{4}-\d{2}-\d{2}", fields.get("date", "")) else None
     doi = fields.get("doi", "").strip() or None  # checked (and doi.org links cut) by read_file
-    venue = fields.get("journal") or fields.get("booktitle")
+    # biblatex (Zotero's and Better BibTeX's BibLaTeX exports) names the journal `journaltitle`
+    journal_name = fields.get("journal") or fields.get("journaltitle")
+    venue = journal_name or fields.get("booktitle")
     journal_ref = fields.get("journal-ref", "").strip() or None  # written by rag's own export
     if venue and (_ARXIV_MENTION.search(venue) or preprint_server(venue)):
         venue = None  # "arXiv preprint arXiv:…", "ArXiv" is no venue
     if venue == journal_ref:
         venue = None  # rag's export names a paper's journal ref as its journal when it has no venue
-    journal = bool(venue) and venue == fields.get("journal")
+    journal = bool(venue) and venue == journal_name
     primary = fields.get("primaryclass", "").strip()
     paper = _paper(
         abstract, title=fields.get("title"), arxiv_id=_arxiv_id(fields),
