@@ -296,6 +296,19 @@ def test_a_biblatex_journaltitle_is_the_journal(tmp_path: Path) -> None:
     assert "@article{" in export([paper], "bibtex")
     assert "journal = {Journal of Machine Learning Research}" in export([paper], "bibtex")
 
+def test_capitalised_field_names_of_bibdesk_and_jabref_are_read(tmp_path: Path) -> None:
+    """BibDesk and JabRef 3 write `Author = {...}`, `Title`, `Journal`: bibtexparser's name
+    splitter looks for `author` only, so all the authors came out as one garbled name."""
+    path = tmp_path / "library.bib"
+    path.write_text("%% This BibTeX bibliography file was created using BibDesk.\n\n"
+                    "@article{Smith:2020aa,\n\tAbstract = {We study caching at scale.},\n"
+                    "\tAuthor = {Smith, John and M{\\\"u}ller, J{\\\"u}rgen and van der Berg, Piet},\n"
+                    "\tJournal = {Journal of Caching},\n\tTitle = {Caching at Scale},\n\tYear = {2020},\n"
+                    "\tBdsk-Url-1 = {https://doi.org/10.1000/xyz123}}\n", encoding="utf-8")
+    [paper] = read_file(path).papers
+    assert paper.authors == ["John Smith", "Jürgen Müller", "Piet van der Berg"]
+    assert (paper.title, paper.venue, paper.year) == ("Caching at Scale", "Journal of Caching", 2020)
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

@@ -64,6 +64,7 @@ def _library(text: str, refused: list[tuple[Any, str, str]]) -> Any:
     # us in failed_blocks and is reported once, with file and line (_failure).
     logging.getLogger("bibtexparser").setLevel(logging.ERROR)
     from bibtexparser.middlewares import (
+        NormalizeFieldKeys,
         RemoveEnclosingMiddleware,
         SeparateCoAuthors,
         SplitNameParts,
@@ -72,6 +73,9 @@ def _library(text: str, refused: list[tuple[Any, str, str]]) -> Any:
     # Macros are expanded (and bounded) by expansion(), which replaces bibtexparser's own
     # ResolveStringReferencesMiddleware: that one expands without limit.
     return bibtexparser.parse_string(uncomment(text), parse_stack=[
+        # Field names in lower case first: the name splitters look for `author` only, so
+        # BibDesk's and JabRef 3's `Author = {...}` was one name ("Jürgen and ... Smith John").
+        NormalizeFieldKeys(),
         # Names are split before LaTeX is decoded: "Doe, Jane {\textbraceright}" is two parts,
         # "Doe, Jane }" is an unbalanced name.
         expansion(refused, len(text)), RemoveEnclosingMiddleware(), SeparateCoAuthors(),
