@@ -309,6 +309,22 @@ def test_capitalised_field_names_of_bibdesk_and_jabref_are_read(tmp_path: Path) 
     assert paper.authors == ["John Smith", "Jürgen Müller", "Piet van der Berg"]
     assert (paper.title, paper.venue, paper.year) == ("Caching at Scale", "Journal of Caching", 2020)
 
+def test_better_biblatex_extended_names_are_read(tmp_path: Path) -> None:
+    """Better BibLaTeX writes a name with a particle in biblatex's extended format
+    (family=Gogh, given=Vincent, prefix=van, useprefix=true); bibtexparser refused the entry
+    ("too many commas"), so the paper was lost and the ingest exited 2."""
+    path = tmp_path / "My Library.bib"
+    path.write_text("@article{goghStarryNights2020,\n  title = {Starry Nights},\n"
+                    "  author = {family=Gogh, given=Vincent, prefix=van, useprefix=true and Doe, Jane and "
+                    "family=Berg, given=Piet, prefix={van der}, useprefix=false and "
+                    "family={M{\\\"u}ller}, given={J{\\\"u}rgen}, suffix=Jr.},\n"
+                    "  date = {2020},\n  abstract = {We paint.}\n}\n", encoding="utf-8")
+    result = read_file(path)
+    assert not result.problems
+    [paper] = result.papers
+    assert paper.authors == ["Vincent van Gogh", "Jane Doe", "Piet van der Berg", "Jürgen Müller Jr."]
+    assert "author = {van Gogh, Vincent and Doe, Jane and van der Berg, Piet and " in export([paper], "bibtex")
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

@@ -57,6 +57,47 @@ def _latex_decoding() -> Any:
     return Decode(decoder=decoder(math_mode="verbatim"))
 
 
+_EXTENDED_NAME = re.compile(r"\s*(?:family|given|prefix|suffix)\s*=", re.IGNORECASE)
+
+
+def _plain_name(name: str) -> str:
+    """A name in biblatex's extended format, as Better BibLaTeX writes one with a particle
+    ("family=Gogh, given=Vincent, prefix=van, useprefix=true"), in BibTeX's "van Gogh,
+    Vincent"; any other name as written. bibtexparser refused the whole entry ("too many
+    commas") and the paper was lost."""
+    if not _EXTENDED_NAME.match(name):
+        return name
+    parts: dict[str, str] = {}
+    depth, start = 0, 0
+    for i, ch in enumerate(name + ","):
+        depth += {"{": 1, "}": -1}.get(ch, 0)
+        if ch == "," and depth == 0:
+            key, _, value = name[start:i].partition("=")
+            value = value.strip()
+            braced = value.startswith("{") and value.endswith("}") and "}" not in value[1:-1]
+            parts[key.strip().lower()] = value[1:-1] if braced else value
+            start = i + 1
+    family = " ".join(filter(None, [parts.get("prefix"), parts.get("family")]))
+    if not parts.get("given"):
+        return family
+    return ", ".join(filter(None, [family, parts.get("suffix"), parts["given"]]))
+
+
+def _extended_names() -> Any:
+    from bibtexparser.middlewares.middleware import BlockMiddleware
+
+    class ExtendedNames(BlockMiddleware):  # type: ignore[misc]
+        """Each name of an author or editor list in biblatex's extended format as BibTeX's."""
+
+        def transform_entry(self, entry: Any, library: Any) -> Any:
+            for f in entry.fields:
+                if f.key in ("author", "editor") and isinstance(f.value, list):
+                    f.value = [_plain_name(n) if isinstance(n, str) else n for n in f.value]
+            return entry
+
+    return ExtendedNames()
+
+
 def _library(text: str, refused: list[tuple[Any, str, str]]) -> Any:
     import bibtexparser
 
@@ -79,7 +120,7 @@ def _library(text: str, refused: list[tuple[Any, str, str]]) -> Any:
         # Names are split before LaTeX is decoded: "Doe, Jane {\textbraceright}" is two parts,
         # "Doe, Jane }" is an unbalanced name.
         expansion(refused, len(text)), RemoveEnclosingMiddleware(), SeparateCoAuthors(),
-        SplitNameParts(), _latex_decoding(),
+        _extended_names(), SplitNameParts(), _latex_decoding(),
     ])
 
 
