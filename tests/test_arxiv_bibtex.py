@@ -325,6 +325,26 @@ def test_better_biblatex_extended_names_are_read(tmp_path: Path) -> None:
     assert paper.authors == ["Vincent van Gogh", "Jane Doe", "Piet van der Berg", "Jürgen Müller Jr."]
     assert "author = {van Gogh, Vincent and Doe, Jane and van der Berg, Piet and " in export([paper], "bibtex")
 
+def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
+    """pylatexenc took a bare & for a table's column separator and made it spaces: an arXiv
+    abstract's "Q&A" (beside any accent or brace) read "Q A", a BibTeX journal "Science &
+    Justice" lost it, and Crossref's "&amp;" and "&lt;" came out as "amp;" and "lt;"."""
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": "2301.00001", "title": "Q&A over Schr\\\"odinger equations",
+        "abstract": "We build a Q&A system for R\\&D on Schr\\\"odinger equations.",
+        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    [paper] = read_file(snapshot).papers
+    assert (paper.title, paper.abstract) == ("Q&A over Schrödinger equations",
+                                             "We build a Q&A system for R&D on Schrödinger equations.")
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@article{a, title = {Trace evidence: Tom &amp; Jerry}, journal = {Science & Justice},\n"
+                   " year = {2020}, abstract = {Fibres matched (p &lt; 0.05) in {M}unich &#x2013; and Paris.}}\n")
+    [paper] = read_file(bib).papers
+    assert (paper.title, paper.venue, paper.abstract) == (
+        "Trace evidence: Tom & Jerry", "Science & Justice", "Fibres matched (p < 0.05) in Munich – and Paris.")
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

@@ -21,9 +21,14 @@ def decoder(**options: Any) -> Any:
     """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x, and
     \\textbraceleft, \\textbraceright, \\textquotedbl, \\textasciicircum, \\textless,
     \\textgreater and \\textbar as the characters they stand for, \\textsuperscript{} and
-    \\textsubscript{} raised and lowered."""
+    \\textsubscript{} raised and lowered, and a bare & as itself."""
     from pylatexenc import latexwalker, macrospec
-    from pylatexenc.latex2text import LatexNodes2Text, MacroTextSpec, get_default_latex_context_db
+    from pylatexenc.latex2text import (
+        LatexNodes2Text,
+        MacroTextSpec,
+        SpecialsTextSpec,
+        get_default_latex_context_db,
+    )
 
     from rag.corpus.text import script
 
@@ -58,6 +63,10 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textbar", simplify_repl="|"),
         MacroTextSpec("textsuperscript", simplify_repl=scripted),
         MacroTextSpec("textsubscript", simplify_repl=scripted),
+    ], specials=[
+        # a table's column separator to pylatexenc, which made it spaces; in a title or an
+        # abstract it is an ampersand ("Q&A", Crossref's "&amp;" and "&lt;", read later)
+        SpecialsTextSpec("&", simplify_repl="&"),
     ])
     return Decoder(latex_context=context, **options)
 
