@@ -345,6 +345,23 @@ def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
     assert (paper.title, paper.venue, paper.abstract) == (
         "Trace evidence: Tom & Jerry", "Science & Justice", "Fibres matched (p < 0.05) in Munich – and Paris.")
 
+def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
+    """pylatexenc's text for \\href reads two arguments its parser never gives it: a snapshot
+    record or BibTeX entry with a link was "LaTeX that cannot be read" and left out."""
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": "2301.00002", "title": "Fast Schr\\\"odinger solvers",
+        "abstract": "Code is at \\href{https://github.com/x/y_z}{this https URL}.",
+        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    result = read_file(snapshot)
+    assert not result.problems
+    assert result.papers[0].abstract == "Code is at this https URL (https://github.com/x/y_z)."
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@article{a, title = {Solvers}, abstract = {See \\href{https://x.org/d}{the data}.}}\n")
+    [paper] = read_file(bib).papers
+    assert paper.abstract == "See the data (https://x.org/d)."
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

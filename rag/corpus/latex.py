@@ -18,7 +18,8 @@ class LatexError(ValueError):
 
 
 def decoder(**options: Any) -> Any:
-    """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x, and
+    """pylatexenc's LatexNodes2Text with its default macros, bibtexparser's `\\url{x}` -> x,
+    `\\href{x}{text}` -> text (x), and
     \\textbraceleft, \\textbraceright, \\textquotedbl, \\textasciicircum, \\textless,
     \\textgreater and \\textbar as the characters they stand for, \\textsuperscript{} and
     \\textsubscript{} raised and lowered, and a bare & as itself."""
@@ -36,13 +37,23 @@ def decoder(**options: Any) -> Any:
     # authors write for <sup> and <sub>; pylatexenc knows neither, so "10\textsuperscript{-3}"
     # read "10-3". Raised and lowered as PubMed's <sup> and <sub> are (script).
     walker = latexwalker.get_default_latex_context_db()
+    # \href{url}{text} too: pylatexenc's text for it reads two arguments its parser never
+    # gives it (IndexError), so a record with a link was "LaTeX that cannot be read"
     walker.add_context_category("rag", prepend=True, macros=[
-        macrospec.MacroSpec("textsuperscript", "{"), macrospec.MacroSpec("textsubscript", "{")])
+        macrospec.MacroSpec("textsuperscript", "{"), macrospec.MacroSpec("textsubscript", "{"),
+        macrospec.MacroSpec("href", "{{")])
+
+    def args(n: Any, l2tobj: Any) -> list[str]:  # those given: `\href{x}` at a line's end has one
+        return [l2tobj.nodelist_to_text([a]).strip() for a in (n.nodeargd.argnlist if n.nodeargd else [])
+                if a is not None]
 
     def scripted(n: Any, l2tobj: Any) -> str:
-        args = [a for a in (n.nodeargd.argnlist if n.nodeargd else []) if a is not None]
-        body = l2tobj.nodelist_to_text(args).strip()
+        body = "".join(args(n, l2tobj))
         return script(body, "^" if n.macroname == "textsuperscript" else "_") if body else ""
+
+    def linked(n: Any, l2tobj: Any) -> str:
+        url, *text = args(n, l2tobj) or [""]
+        return f"{text[0]} ({url})" if text and text[0] != url else url
 
     class Decoder(LatexNodes2Text):  # type: ignore[misc]
         def latex_to_text(self, latex: str, **parse_flags: Any) -> str:
@@ -51,6 +62,7 @@ def decoder(**options: Any) -> Any:
     context = get_default_latex_context_db()
     context.add_context_category("rag", prepend=True, macros=[
         MacroTextSpec("url", simplify_repl="%s"),
+        MacroTextSpec("href", simplify_repl=linked),
         MacroTextSpec("textbraceleft", simplify_repl="{"),
         MacroTextSpec("textbraceright", simplify_repl="}"),
         MacroTextSpec("textquotedbl", simplify_repl='"'),
