@@ -362,6 +362,24 @@ def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
     [paper] = read_file(bib).papers
     assert paper.abstract == "See the data (https://x.org/d)."
 
+def test_typewriter_sans_and_boxed_names_are_kept(tmp_path: Path) -> None:
+    """pylatexenc dropped \\texttt{}, \\textsf{}, \\textup{}, \\textmd{} and \\mbox{} with what they
+    hold: "We release \\texttt{torchgpipe}" read "We release", a BibTeX title lost its name."""
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": "2301.00003", "title": "\\texttt{torchgpipe}: pipelines for Schr\\\"odinger solvers",
+        "abstract": "We release \\texttt{torchgpipe} and \\textsf{GPipe}, built with \\LaTeX{} docs.",
+        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    [paper] = read_file(snapshot).papers
+    assert (paper.title, paper.abstract) == ("torchgpipe: pipelines for Schrödinger solvers",
+                                             "We release torchgpipe and GPipe, built with LaTeX docs.")
+    bib = tmp_path / "refs.bib"
+    bib.write_text("@article{a, title = {\\texttt{DeepSpeed}: training \\mbox{GPT-3} \\textup{fast}},\n"
+                   " abstract = {\\texorpdfstring{$\\mathcal{O}(n)$}{O(n)} memory with \\textmd{ZeRO}.}}\n")
+    [paper] = read_file(bib).papers
+    assert (paper.title, paper.abstract) == ("DeepSpeed: training GPT-3 fast", "O(n) memory with ZeRO.")
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)

@@ -73,6 +73,12 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textless", simplify_repl="<"),
         MacroTextSpec("textgreater", simplify_repl=">"),
         MacroTextSpec("textbar", simplify_repl="|"),
+        # pylatexenc drops these with what they hold (its parser knows their argument, its text
+        # maker does not): "we release \texttt{torchgpipe}" read "we release"
+        *(MacroTextSpec(name, discard=False) for name in ("texttt", "textsf", "textup", "textmd", "mbox")),
+        MacroTextSpec("texorpdfstring", simplify_repl="%(1)s"),
+        MacroTextSpec("LaTeX", simplify_repl="LaTeX"),
+        MacroTextSpec("TeX", simplify_repl="TeX"),
         MacroTextSpec("textsuperscript", simplify_repl=scripted),
         MacroTextSpec("textsubscript", simplify_repl=scripted),
     ], specials=[
