@@ -272,6 +272,15 @@ def test_zotero_s_escaped_less_than_greater_than_and_bar_read_as_written(tmp_pat
     assert paper.title == "Statins in adults >75 years"
     assert paper.abstract == "Events fell (p < 0.001) in >90% of sites; scores |x| <= 2."
 
+def test_zotero_s_escaped_middle_dot_reads_as_a_middle_dot(tmp_path: Path) -> None:
+    """Zotero writes "·" as {\\textperiodcentered}; pylatexenc made it "˙" (U+02D9, a dot
+    above), so "5 µg/kg·day" was indexed as "kg˙day", a word no search for kg·day finds."""
+    path = tmp_path / "My Library.bib"
+    path.write_text("@article{z,\n\ttitle = {Dosing},\n\tabstract = {Doses of 5 {\\textmu}g/kg{\\textperiodcentered}day"
+                    " were given.},\n\tyear = {2021},\n}\n")
+    [paper] = read_file(path).papers
+    assert paper.abstract == "Doses of 5 µg/kg·day were given."
+
 def test_textsuperscript_and_textsubscript_are_raised_and_lowered(tmp_path: Path) -> None:
     """Zotero writes a title's <sup> and <sub> as \\textsuperscript{} and \\textsubscript{};
     pylatexenc flattened them, so "10\\textsuperscript{-3} bar" read "10-3 bar", another number."""

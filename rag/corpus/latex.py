@@ -68,6 +68,8 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textquotedbl", simplify_repl='"'),
         # pylatexenc reads it as "ˆ" (U+02C6), a look-alike: an exported O(T^{-1}) came back changed
         MacroTextSpec("textasciicircum", simplify_repl="^"),
+        # and this as "˙" (U+02D9, a dot above): Zotero writes every "·" so ("kg·day" read "kg˙day")
+        MacroTextSpec("textperiodcentered", simplify_repl="·"),
         # Zotero's BibTeX export writes every <, > and | so (its alwaysMap), Mendeley's too;
         # pylatexenc knows none of them and dropped them: "p {\textless} 0.05" read "p 0.05"
         MacroTextSpec("textless", simplify_repl="<"),
