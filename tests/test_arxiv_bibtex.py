@@ -259,18 +259,20 @@ def test_unreadable_bibtex_entry_is_reported_with_its_line_and_the_rest_kept(tmp
     assert problem.line == 6 and "braces" in str(problem)
 
 
-
 def test_zotero_s_escaped_less_than_greater_than_and_bar_read_as_written(tmp_path: Path) -> None:
     """Zotero's BibTeX export writes every <, > and | as {\\textless}, {\\textgreater} and
-    {\\textbar} (Mendeley's too); pylatexenc dropped them: "p < 0.05" read "p 0.05", ">90%" "90%"."""
+    {\\textbar} (Mendeley's too), JabRef "−" as {\\textminus}; pylatexenc dropped them: "p < 0.05"
+    read "p 0.05", ">90%" "90%", "−80 °C" "80 °C"."""
     path = tmp_path / "My Library.bib"
     path.write_text("\n@article{okafor_statins_2019,\n\ttitle = {Statins in adults {\\textgreater}75 years},\n"
                     "\tabstract = {Events fell (p {\\textless} 0.001) in {\\textgreater}90\\% of sites; "
-                    "scores {\\textbar}x{\\textbar} {\\textless}= 2.},\n"
+                    "scores {\\textbar}x{\\textbar} {\\textless}= 2 at {\\textminus}80 {\\textdegree}C in "
+                    "a{\\textunderscore}b.},\n"
                     "\tauthor = {Okafor, Chidi},\n\tyear = {2019},\n}\n")
     [paper] = read_file(path).papers
     assert paper.title == "Statins in adults >75 years"
-    assert paper.abstract == "Events fell (p < 0.001) in >90% of sites; scores |x| <= 2."
+    assert paper.abstract == "Events fell (p < 0.001) in >90% of sites; scores |x| <= 2 at −80 °C in a_b."
+
 
 def test_zotero_s_escaped_middle_dot_reads_as_a_middle_dot(tmp_path: Path) -> None:
     """Zotero writes "·" as {\\textperiodcentered}; pylatexenc made it "˙" (U+02D9, a dot
@@ -280,6 +282,7 @@ def test_zotero_s_escaped_middle_dot_reads_as_a_middle_dot(tmp_path: Path) -> No
                     " were given.},\n\tyear = {2021},\n}\n")
     [paper] = read_file(path).papers
     assert paper.abstract == "Doses of 5 µg/kg·day were given."
+
 
 def test_textsuperscript_and_textsubscript_are_raised_and_lowered(tmp_path: Path) -> None:
     """Zotero writes a title's <sup> and <sub> as \\textsuperscript{} and \\textsubscript{};
@@ -291,6 +294,7 @@ def test_textsuperscript_and_textsubscript_are_raised_and_lowered(tmp_path: Path
     [paper] = read_file(path).papers
     assert paper.title == "CO₂ uptake at 10⁻³ bar and Ca²⁺ sites"
     assert paper.abstract == "Sorbents took up CO₂ at x^(ab)."
+
 
 def test_a_biblatex_journaltitle_is_the_journal(tmp_path: Path) -> None:
     """Zotero's BibLaTeX export (and Better BibLaTeX) names the journal `journaltitle`: the
@@ -305,6 +309,7 @@ def test_a_biblatex_journaltitle_is_the_journal(tmp_path: Path) -> None:
     assert "@article{" in export([paper], "bibtex")
     assert "journal = {Journal of Machine Learning Research}" in export([paper], "bibtex")
 
+
 def test_capitalised_field_names_of_bibdesk_and_jabref_are_read(tmp_path: Path) -> None:
     """BibDesk and JabRef 3 write `Author = {...}`, `Title`, `Journal`: bibtexparser's name
     splitter looks for `author` only, so all the authors came out as one garbled name."""
@@ -317,6 +322,7 @@ def test_capitalised_field_names_of_bibdesk_and_jabref_are_read(tmp_path: Path) 
     [paper] = read_file(path).papers
     assert paper.authors == ["John Smith", "Jürgen Müller", "Piet van der Berg"]
     assert (paper.title, paper.venue, paper.year) == ("Caching at Scale", "Journal of Caching", 2020)
+
 
 def test_better_biblatex_extended_names_are_read(tmp_path: Path) -> None:
     """Better BibLaTeX writes a name with a particle in biblatex's extended format
@@ -333,6 +339,7 @@ def test_better_biblatex_extended_names_are_read(tmp_path: Path) -> None:
     [paper] = result.papers
     assert paper.authors == ["Vincent van Gogh", "Jane Doe", "Piet van der Berg", "Jürgen Müller Jr."]
     assert "author = {van Gogh, Vincent and Doe, Jane and van der Berg, Piet and " in export([paper], "bibtex")
+
 
 def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
     """pylatexenc took a bare & for a table's column separator and made it spaces: an arXiv
@@ -354,6 +361,7 @@ def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
     assert (paper.title, paper.venue, paper.abstract) == (
         "Trace evidence: Tom & Jerry", "Science & Justice", "Fibres matched (p < 0.05) in Munich – and Paris.")
 
+
 def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
     """pylatexenc's text for \\href reads two arguments its parser never gives it: a snapshot
     record or BibTeX entry with a link was "LaTeX that cannot be read" and left out."""
@@ -370,6 +378,7 @@ def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
     bib.write_text("@article{a, title = {Solvers}, abstract = {See \\href{https://x.org/d}{the data}.}}\n")
     [paper] = read_file(bib).papers
     assert paper.abstract == "See the data (https://x.org/d)."
+
 
 def test_typewriter_sans_and_boxed_names_are_kept(tmp_path: Path) -> None:
     """pylatexenc dropped \\texttt{}, \\textsf{}, \\textup{}, \\textmd{} and \\mbox{} with what they
@@ -389,6 +398,7 @@ def test_typewriter_sans_and_boxed_names_are_kept(tmp_path: Path) -> None:
     [paper] = read_file(bib).papers
     assert (paper.title, paper.abstract) == ("DeepSpeed: training GPT-3 fast", "O(n) memory with ZeRO.")
 
+
 def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(tmp_path: Path) -> None:
     """A hand-edited entry with no comma after a field: bibtexparser read the next field into
     it (title "First Paper author = Doe, Jane", no authors; a bare year swallowed them too)
@@ -407,6 +417,7 @@ def test_a_bibtex_entry_missing_a_comma_between_fields_is_refused_with_its_line(
     assert "no comma after field `title` (line 2), before field `author`" in str(first)
     assert "no comma after field `year` (line 9), before field `author`" in str(second)
     assert "put a comma after each field's value" in str(first.hint)
+
 
 @pytest.mark.parametrize(("categories", "since", "kept", "outside"), [
     (["cs.DC"], None, ["2305.12345"], 3),

@@ -144,6 +144,7 @@ def test_medline_authors_without_full_names_read_as_the_xml_gives_them(tmp_path:
     assert (old.authors, old.author_names) == (xml.authors, xml.author_names)
     assert newer.authors == ["José María Nuñez", "JA Doe"]
 
+
 def test_pubmed_gzipped_reads_the_same(tmp_path: Path) -> None:
     gz = tmp_path / "pubmed24n0001.xml.gz"
     gz.write_bytes(gzip.compress((DATA / "pubmed.xml").read_bytes()))
@@ -322,6 +323,7 @@ def test_records_of_a_pretty_printed_api_page_have_their_own_lines(tmp_path: Pat
 
 # -- Semantic Scholar -----------------------------------------------------------------------
 
+
 def test_semantic_scholar_datasets_joined_on_corpusid() -> None:
     results, skipped = read_all([DATA / "s2_papers.jsonl", DATA / "s2_abstracts.jsonl"], skip_bad=False)
     assert not skipped
@@ -350,6 +352,7 @@ def test_semantic_scholar_graph_api() -> None:
 
 
 # -- Zotero ---------------------------------------------------------------------------------
+
 
 @pytest.fixture()
 def library(tmp_path: Path) -> Path:
@@ -490,6 +493,7 @@ def test_detected_from_content_not_name(tmp_path: Path, library: Path) -> None:
 
 
 # -- What metadata services write into titles and abstracts ---------------------------------
+
 
 def test_html_and_jats_markup_is_read_as_the_text_it_marks_up(tmp_path: Path) -> None:
     """OpenAlex and Semantic Scholar titles carry HTML (<i>, <sub>), Crossref's abstracts JATS
@@ -689,7 +693,6 @@ def test_a_zotero_or_endnote_ris_export_is_read(tmp_path: Path) -> None:
         f"{(tmp_path / 'cut.ris').as_posix()}:1: RIS record with no `ER  - ` line ending it"]
 
 
-
 def test_a_wiley_or_cochrane_ris_export_with_header_lines_is_read(tmp_path: Path) -> None:
     """Wiley Online Library and the Cochrane Library write "Provider:" and "Content:" lines
     (Cochrane also "Record #N of M") before each record, CRLF-ended; such a file was "content
@@ -705,6 +708,7 @@ def test_a_wiley_or_cochrane_ris_export_with_header_lines_is_read(tmp_path: Path
     assert [(p.title, p.authors, p.abstract, p.line) for p in result.papers] == [
         ("Trial one", ["Anna Smith"], "Trial one lowered blood pressure.", 5),
         ("Trial two", ["José Nuñez"], "Trial two lowered blood pressure.", 17)]
+
 
 @pytest.mark.parametrize(("fmt", "name"), [("csl-json", "refs.json"), ("ris", "refs.ris")])
 def test_rag_s_own_export_reads_back_as_the_same_papers(fmt: str, name: str, tmp_path: Path) -> None:

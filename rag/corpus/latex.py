@@ -75,6 +75,9 @@ def decoder(**options: Any) -> Any:
         MacroTextSpec("textless", simplify_repl="<"),
         MacroTextSpec("textgreater", simplify_repl=">"),
         MacroTextSpec("textbar", simplify_repl="|"),
+        # JabRef's LaTeX encoding of "−" (U+2212): dropped, "{\textminus}80 °C" read "80 °C"
+        MacroTextSpec("textminus", simplify_repl="−"),
+        MacroTextSpec("textunderscore", simplify_repl="_"),
         # pylatexenc drops these with what they hold (its parser knows their argument, its text
         # maker does not): "we release \texttt{torchgpipe}" read "we release"
         *(MacroTextSpec(name, discard=False) for name in ("texttt", "textsf", "textup", "textmd", "mbox")),
