@@ -324,6 +324,20 @@ def test_records_of_a_pretty_printed_api_page_have_their_own_lines(tmp_path: Pat
 # -- Semantic Scholar -----------------------------------------------------------------------
 
 
+def test_a_semantic_scholar_batch_answer_with_ids_not_found_is_read(tmp_path: Path) -> None:
+    """POST /graph/v1/paper/batch answers an id it has no paper for with null: such a saved
+    answer was "not a Semantic Scholar paper" at that line and the ingest exited 2."""
+    (tmp_path / "batch.json").write_text(json.dumps([
+        {"paperId": "649def34f8be52c8b66281af98ae884c09aef38b", "title": "DynaPipe",
+         "externalIds": {"ArXiv": "2311.10418", "CorpusId": 265281234},
+         "abstract": "Multi-task model training has been adopted.", "year": 2023,
+         "authors": [{"authorId": "1", "name": "Chenyu Jiang"}]},
+        None], indent=2), encoding="utf-8")
+    result = read_file(tmp_path / "batch.json")
+    assert not result.problems
+    assert [p.paper_id for p in result.papers] == ["2311.10418"]
+    assert result.left_out == {"null records (ids the API found no paper for)": 1}
+
 def test_semantic_scholar_datasets_joined_on_corpusid() -> None:
     results, skipped = read_all([DATA / "s2_papers.jsonl", DATA / "s2_abstracts.jsonl"], skip_bad=False)
     assert not skipped

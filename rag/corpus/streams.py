@@ -74,6 +74,9 @@ def json_stream(layout: str, path: Path, source: str, accepts: Callable[[Any], b
         for line, n, obj in json_records(path, source, stream):
             # a line holding a page of several records: the error names the record
             at = f"record {n} on this line: " if n else ""
+            if obj is None:  # Semantic Scholar's /paper/batch answers an id it has no paper for so
+                stream.leave_out("null records (ids the API found no paper for)")
+                continue
             if not accepts(obj):
                 stream.problems.append(ParseError(source, line, f"{at}not {what}"))
                 continue
