@@ -106,10 +106,16 @@ def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
     """Parse every file first; bad input stops everything unless skip_bad."""
     results: list[FileResult] = []
     skipped: list[str] = []
-    for path in expand_paths(paths):
+    files = list(expand_paths(paths))
+    for path in files:
         try:
             result = read_file(path, restrict, collection)
         except ParseError as exc:
+            if not skip_bad and len(files) > 1:
+                # one unreadable file (a README.txt among the exports) stops the whole folder:
+                # say how to ingest the others without it
+                exc.hint = "; or ".join(filter(None, [exc.hint, (
+                    f"pass --skip-bad to ingest the other {len(files) - 1} file(s) without it")]))
             if not skip_bad:
                 raise
             skipped.append(str(exc))

@@ -433,6 +433,23 @@ def test_file_with_good_and_bad_records(workdir: Path) -> None:
     assert sorted(p["paper_id"] for p in json.loads(listed.stdout)["papers"]) == ["g1", "g2"]
 
 
+def test_an_unreadable_file_in_a_folder_says_how_to_ingest_the_others(workdir: Path) -> None:
+    home = workdir / ".rag"
+    library = workdir / "library"
+    library.mkdir()
+    (library / "papers.jsonl").write_text('{"id": "g1", "abstract": "We propose Goodie, a system."}\n',
+                                          encoding="utf-8")
+    (library / "README.txt").write_text("Exports of my library, updated monthly.\n", encoding="utf-8")
+    refused = run_rag("ingest", "-q", "library", cwd=workdir, env=env(home))
+    assert refused.returncode == 2
+    assert "README.txt: content is in no known layout" in refused.stderr
+    assert "pass --skip-bad to ingest the other 1 file(s) without it" in refused.stderr
+    assert not (home / "chroma").exists()  # nothing was written
+    skipped = run_rag("ingest", "-q", "--skip-bad", "library", cwd=workdir, env=env(home))
+    assert skipped.returncode == 0, skipped.stderr
+    assert "1 papers: 1 new" in skipped.stdout and "skipped 1 bad record(s)/file(s)" in skipped.stdout
+
+
 # -- first use -------------------------------------------------------------------------------------
 
 
