@@ -608,6 +608,8 @@ ZOTERO_CSL = [
     {"id": "WHO", "type": "article-journal", "title": "Global report", "abstract": "Tuberculosis fell.",
      "container-title": "The Lancet", "PMID": "31452104", "issued": {"literal": "in press"},
      "author": [{"family": "King", "given": "Martin Luther", "suffix": "Jr."}]},
+    {"id": "raw", "type": "article-journal", "title": "Raw date", "abstract": "Dated as written.",
+     "container-title": "Cell", "issued": {"raw": "March 2021"}},
 ]
 
 
@@ -617,7 +619,8 @@ def test_a_zotero_csl_json_export_is_read(tmp_path: Path) -> None:
     (tmp_path / "My Library.json").write_text(json.dumps(ZOTERO_CSL, indent="\t"), encoding="utf-8")
     result = read_file(tmp_path / "My Library.json")
     assert result.layout == "csl-json" and result.left_out == {"CSL-JSON items without an abstract": 1}
-    dyna, flex, who = result.papers
+    dyna, flex, who, raw = result.papers
+    assert (raw.year, raw.date) == (2021, None)  # a raw date as people write one: its year
     assert (dyna.title, dyna.authors, dyna.year, dyna.date, dyna.doi, dyna.venue, dyna.venue_kind, dyna.line) == (
         "DynaPipe: Optimizing Multi-task Training through Dynamic Pipelines", ["Chenyu Jiang", "Anna van der Berg"],
         2024, "2024-04-22", "10.1145/3627703.3629585",

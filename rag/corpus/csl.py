@@ -66,7 +66,7 @@ def _names(item: dict[str, Any]) -> list[Name]:
 
 def _issued(item: dict[str, Any]) -> tuple[int | None, str | None]:
     """Year and ISO date of `issued`: date-parts (Zotero writes the year as a string), or a
-    `raw`/`literal` date ("2024-04-22", "in press": no year)."""
+    `raw`/`literal` date ("2024-04-22", "March 2021": its year, "in press": no year)."""
     issued = item.get("issued")
     if not isinstance(issued, dict):
         return None, None
@@ -77,7 +77,11 @@ def _issued(item: dict[str, Any]) -> tuple[int | None, str | None]:
     except ValueError:
         numbers = []
     if not numbers:
-        raw = re.match(r"\s*(\d{4})(?:-(\d{2})-(\d{2}))?", str(issued.get("raw") or issued.get("literal") or ""))
+        said = str(issued.get("raw") or issued.get("literal") or "")
+        raw = re.match(r"\s*(\d{4})(?:-(\d{2})-(\d{2}))?", said)
+        # citeproc-js reads a raw date as people write one ("March 2021", "Spring 2019"):
+        # its year at least
+        raw = raw or re.search(r"(?<!\d)(1[5-9]\d{2}|20\d{2})(?!\d)", said)
         numbers = [int(x) for x in raw.groups() if x] if raw else []
     year = numbers[0] if numbers and 1000 <= numbers[0] <= 9999 else None
     date = f"{numbers[0]:04d}-{numbers[1]:02d}-{numbers[2]:02d}" if year and len(numbers) == 3 else None
