@@ -132,6 +132,17 @@ def test_offline_answers_a_count_its_named_paper_gives(offline) -> None:  # type
     assert offline.answer("How many annotators labelled the FHA-Kitchens dataset?").abstained
 
 
+
+def test_offline_answers_what_its_named_paper_is_evaluated_on(offline) -> None:  # type: ignore[no-untyped-def]
+    # declined before, while the closest passage was HEAT's "Evaluation on five widely used
+    # datasets ..."
+    ans = offline.answer("What is HEAT evaluated on?")
+    assert not ans.abstained and labels(ans) == {"HEAT"}
+    assert "five widely used datasets" in ans.answer
+    assert all(s.supported for s in ans.sentences)
+    # an evaluation the abstract does not report stays declined
+    assert offline.answer("Is HEAT evaluated on TPUs?").abstained
+
 def test_offline_answers_a_factor_its_named_paper_gives(offline) -> None:  # type: ignore[no-untyped-def]
     # declined before, while the closest passage was Skrull's "outperforms DeepSpeed by 3.76x"
     for question in ("What is the speedup of Skrull?", "What speedup does Skrull achieve over DeepSpeed?"):

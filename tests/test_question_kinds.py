@@ -12,6 +12,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     defined_term,
+    evaluated_in,
     expansion_in,
     factor_in,
     introduced_names,
@@ -144,6 +145,22 @@ def test_a_factor_is_found_with_every_word_it_is_asked_with() -> None:
     assert factor_in("What speedup does Vortex get on TPUs?", "Vortex", text) is None
     assert factor_in("What does Vortex present?", "Vortex", text) is None  # not asked for a factor
 
+
+
+def test_what_a_paper_is_evaluated_on_is_its_last_sentence_saying_so_with_every_word_asked() -> None:
+    text = ("Our benchmarking results show that loading is the bottleneck with large datasets. "
+            "We present Vortex. Evaluation on five widely used datasets with x86 processors shows "
+            "that Vortex is 45x faster. Experimental results show 3x speedups on average.")
+    said = "Evaluation on five widely used datasets with x86 processors shows that Vortex is 45x faster."
+    assert evaluated_in("What is Vortex evaluated on?", "Vortex", text) == said
+    assert evaluated_in("On which datasets was Vortex tested?", "Vortex", text) == said
+    assert evaluated_in("How is Vortex evaluated?", "Vortex", text) == said
+    assert evaluated_in("Is Vortex evaluated on TPUs?", "Vortex", text) is None  # it says x86
+    assert evaluated_in("What does Vortex present?", "Vortex", text) is None  # asks no evaluation
+    # which datasets: a sentence that only counts them names none
+    counted = "We present Vortex. Experiments are conducted on two popular datasets."
+    assert evaluated_in("What is Vortex evaluated on?", "Vortex", counted)
+    assert evaluated_in("Which datasets was Vortex evaluated on?", "Vortex", counted) is None
 
 def test_where_and_when_a_list_asks_its_papers_appeared() -> None:
     venues = {"mlsys", "aaai", "iccv", "oncology", "clinical"}

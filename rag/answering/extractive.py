@@ -14,6 +14,7 @@ from rag.answering.questions import (
     asks_for_summary,
     compared_in,
     count_in,
+    evaluated_in,
     figure_test,
     introduced_names,
     mentions_name,
@@ -114,7 +115,8 @@ class ExtractiveWriter:
                         if any(mentions_name(o, sent, compound=False) for o in others)]
                 if said:
                     return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
-        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract))]
+        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract)
+                                                or evaluated_in(question, s.name, s.paper.abstract))]
         qvec = self.retriever.embed_query(aspect)
         # The sources are the papers the relevance model found to answer, best first; the
         # best sentence of the first answers, and sentences the sentence model accepts join it.
@@ -127,8 +129,9 @@ class ExtractiveWriter:
         rest = sorted((t for t in scored[1:] if t[0] >= bound), key=lambda t: -t[0])
         kept = [first, *rest][:MAX_QUOTED]
         if counted and all(t[1] != counted[0][1] for t in kept):
-            # "How many developers ...?": the sentence that gives the count, whatever the model
-            # made of it, with the best of the others
+            # "How many developers ...?", "What is it evaluated on?": the sentence that gives the
+            # count, or says what the evaluation was on, whatever the model made of it, with the
+            # best of the others
             kept = [(1.0, counted[0][1], counted[0][0]), *kept][:MAX_QUOTED]
         return _passages(kept)
 

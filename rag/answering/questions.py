@@ -178,6 +178,35 @@ def factor_in(question: str, name: str, text: str) -> str | None:
                  and wanted <= content_words(s)), None)
 
 
+# "What is HEAT evaluated on?", "On which datasets was SOLAR tested?": a question for what a
+# paper measures its work on; the sentence that says so names the evaluation and what it was on.
+_EVALUATED_ASK = re.compile(r"\b(?:what|which|how|on)\b.*\b(?:evaluat\w*|test(?:s|ed)?|benchmark(?:s|ed)?|"
+                            r"validat\w*|experiment\w*)\b", re.I)
+_EVALUATED_SAYS = re.compile(r"\b(?:evaluat\w*|test(?:s|ed)?|benchmark(?:s|ed|ing)?|validat\w*|"
+                             r"experiment\w*)\b.*\b(?:on(?! average)|with|using|across)\b", re.I)
+_EVALUATED_WORDS = content_words("evaluate evaluated evaluation evaluations evaluating test tests tested "
+                                 "testing benchmark benchmarks benchmarked validate validated validation "
+                                 "experiment experiments experimental what which how does do did is are "
+                                 "was were it its paper system")
+
+
+def evaluated_in(question: str, name: str, text: str) -> str | None:
+    """The sentence of `text` (the abstract of the paper `name`) that says what a "What is
+    HEAT evaluated on?" question asks: one that names its evaluation, what it was on, and every
+    other word the question asks with ("datasets", "GPUs"); None if no sentence does, so
+    "... tested on TPUs?" of a paper that reports GPUs stays declined. A question for which of
+    a kind ("Which datasets ...?") needs a sentence that names one ("CIFAR-10", "V100"), not
+    only counts them ("on two popular datasets"). The last such sentence: an abstract reports
+    its evaluation at its end, where an earlier one ("our benchmarking results show that data
+    loading is the bottleneck") motivates the work."""
+    if not _EVALUATED_ASK.search(question):
+        return None
+    wanted = content_words(question) - content_words(name) - _EVALUATED_WORDS
+    return next((s for s in reversed(split_sentences(text))
+                 if _EVALUATED_SAYS.search(s) and wanted <= content_words(s)
+                 and (not wanted or any(w != name for w in _ACRONYM_LIKE.findall(s)))), None)
+
+
 # "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
 # (capitalised with another capital or a digit in it: "NeuroShard", "H-GCN", "X-RLflow").
 _INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"

@@ -22,6 +22,7 @@ from rag.answering.questions import (
     compared_in,
     count_in,
     defined_term,
+    evaluated_in,
     factor_in,
     figure_test,
     is_list_question,
@@ -227,7 +228,9 @@ class SourceChooser:
         - "What is Skrull?": names a paper and asks nothing in particular of it;
         - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other;
         - "How many models does SysNoise measure?": the named paper's abstract gives a count of
-          them ("on 20+ models").
+          them ("on 20+ models");
+        - "What is HEAT evaluated on?": the named paper's abstract says what its evaluation was
+          on ("Evaluation on five widely used datasets ...").
         """
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
@@ -238,9 +241,11 @@ class SourceChooser:
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
             subject += [p for p in named if subject and p is not subject[0]][:1]
-        else:  # "How many ...?", "What speedup ...?" (neither finds anything in another question)
+        else:  # "How many ...?", "What speedup ...?", "What is it evaluated on?" (none finds
+            # anything in another question)
             subject = [p for p, n in zip(named, names, strict=True)
-                       if count_in(question, p.abstract) or factor_in(question, n, p.abstract)][:1]
+                       if count_in(question, p.abstract) or factor_in(question, n, p.abstract)
+                       or evaluated_in(question, n, p.abstract)][:1]
         if not subject:
             return decision
         members = [PaperHit(p, 1.0, 1.0) for p in subject]
