@@ -104,6 +104,21 @@ def test_offline_answers_what_a_name_stands_for_from_where_it_is_spelled_out(off
     assert "Mixture-of-Experts (MoE)" in ans.answer and labels(ans) == {"MegaBlocks"}
 
 
+
+def test_offline_spells_out_an_acronym_no_paper_is_named_by(offline) -> None:  # type: ignore[no-untyped-def]
+    # answered before with XRBench's other sentences that use MTMM, never the one that spells
+    # it out; ACAPs (plural) was declined; FL was answered with "MAS (Merge and Split)"
+    for question, spelled, paper in (
+            ("What does MTMM stand for?", "multi-task multi-model (MTMM)", "XRBench"),
+            ("What does ACAP stand for?", "Adaptive Compute Acceleration Platforms (ACAPs)", "H-GCN"),
+            ("What does FL stand for?", "ederated learning (FL)", None)):
+        ans = offline.answer(question)
+        assert not ans.abstained and spelled in ans.answer, question
+        assert paper is None or labels(ans) == {paper}
+        assert all(s.supported for s in ans.sentences)
+    # no abstract spells GPU out: it was answered with HEAT's sentence that uses it
+    assert offline.answer("What does GPU stand for?").abstained
+
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
     # asked either way round, MegaBlocks' abstract is the one that names Tutel
     for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):

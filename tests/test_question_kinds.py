@@ -8,6 +8,7 @@ from __future__ import annotations
 import pytest
 
 from rag.answering.questions import (
+    asked_acronyms,
     asks_only_for_authors_papers,
     compared_in,
     count_in,
@@ -22,6 +23,7 @@ from rag.answering.questions import (
     mentions_name,
     names_related,
     publication_asked,
+    spelled_out,
 )
 from rag.corpus.acronyms import acronym_pattern
 from rag.corpus.paper import Paper
@@ -42,6 +44,15 @@ def paper(title: str, abstract: str) -> Paper:
 def test_a_name_is_spelled_out_only_where_the_abstract_says_what_it_stands_for(abstract: str, spelled: bool) -> None:
     assert (expansion_in("TDPO-R", abstract) is not None) is spelled
 
+
+
+def test_the_acronym_a_question_asks_is_spelled_out_before_the_papers_name() -> None:
+    text = "We present MAS (Merge and Split). It serves federated learning (FL) on edge devices (EDs)."
+    assert asked_acronyms("What does FL stand for?") == ["FL"]
+    assert spelled_out("What does FL stand for?", "MAS", text) == text.split(". ")[1]
+    assert spelled_out("What does MAS stand for?", "MAS", text) == "We present MAS (Merge and Split)."
+    assert expansion_in("FL", "We train MAS. It runs FL tasks.") is None
+    assert expansion_in("ED", text)  # written in the plural
 
 MEGABLOCKS = paper("MegaBlocks: Efficient Sparse Training with Mixture-of-Experts",
                    "We present MegaBlocks. It trains up to 40% faster than the Tutel library "

@@ -119,7 +119,7 @@ def mentions(pattern: re.Pattern[str] | None, text: str) -> list[str]:
 def expansion_in(name: str, text: str) -> str | None:
     """The sentence of `text` that spells out `name`: "Temporal Diffusion Policy Optimization
     with critic active neuron Reset (TDPO-R)", "a system (called HEAT)"; None if none does."""
-    pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}\)|"
+    pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}s?\)|"
                          rf"(?<![\w-]){re.escape(name)}\s*\((?!\s*\d)[^)]{{6,}}\)")
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
@@ -131,10 +131,16 @@ _ACRONYM_LIKE = re.compile(r"\b[A-Za-z][a-z]*[A-Z0-9][\w-]*")
 
 def spelled_out(question: str, name: str, text: str) -> str | None:
     """The sentence of `text` that spells out what a "What does ... stand for?" question asks
-    about: the paper's `name`, or an acronym the question names ("What does MoE stand for in
-    MegaBlocks?"); None if none does."""
-    return next((sent for term in [name, *_ACRONYM_LIKE.findall(question)]
+    about: an acronym the question names ("What does MoE stand for in MegaBlocks?"), or the
+    paper's `name`; None if none does. The question's own words first: "What does FL stand
+    for?", answered from MAS, asks for "federated learning (FL)", not "MAS (Merge and Split)"."""
+    return next((sent for term in [*asked_acronyms(question), name]
                  if (sent := expansion_in(term, text))), None)
+
+
+def asked_acronyms(question: str) -> list[str]:
+    """The words a "What does MTMM stand for?" question may ask to spell out."""
+    return _ACRONYM_LIKE.findall(question)
 
 
 # "How many developers took part in ...?": the words naming what is counted, up to the verb or

@@ -15,6 +15,7 @@ from rag.answering.questions import (
     COMPARES,
     EXPANSION,
     PUBLISHED_CUE,
+    asked_acronyms,
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
@@ -23,6 +24,7 @@ from rag.answering.questions import (
     count_in,
     defined_term,
     evaluated_in,
+    expansion_in,
     factor_in,
     figure_test,
     is_list_question,
@@ -261,12 +263,31 @@ class SourceChooser:
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
         if not named:
-            return decision
+            return self._acronym_spelled_out(question, decision)
         subject = [p for p in named if spelled_out(question, short_label(p.title, p.label), p.abstract)][:1]
         if subject:
             return Decision(True, decision.p_answerable, [PaperHit(subject[0], 1.0, 1.0)],
                             decision.scores, [subject[0].paper_id])
         return Decision(False, decision.p_answerable, [], decision.scores, decision.named)
+
+    def _acronym_spelled_out(self, question: str, decision: Decision) -> Decision:
+        """"What does MTMM stand for?" names no paper: the paper whose abstract spells the
+        acronym out ("Real-time multi-task multi-model (MTMM) workloads") answers it, the best
+        scored where several do (the models answered from XRBench's other sentences that use
+        MTMM, and declined "What does ACAP stand for?"). Declined when none does ("What does
+        GPU stand for?" was answered with a sentence that uses GPU); left to the models when the
+        question asks of no acronym ("What does federated learning stand for?")."""
+        acronyms = asked_acronyms(question)
+        if not acronyms:
+            return decision
+        found = [p for p in self.retriever.snapshot().papers.values()
+                 if any(a in p.abstract for a in acronyms)  # a substring first: cheap on a large index
+                 and any(expansion_in(a, p.abstract) for a in acronyms)]
+        if not found:
+            return Decision(False, decision.p_answerable, [], decision.scores, decision.named)
+        best = max(found, key=lambda p: decision.scores.get(p.paper_id, 0.0))
+        return Decision(True, decision.p_answerable, [PaperHit(best, 1.0, 1.0)], decision.scores,
+                        [best.paper_id])
 
     def prime(self, papers: list[Paper]) -> None:
         """Load the stored sentence vectors of these papers into the judge's cache."""
