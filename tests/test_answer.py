@@ -119,6 +119,15 @@ def test_offline_spells_out_an_acronym_no_paper_is_named_by(offline) -> None:  #
     # no abstract spells GPU out: it was answered with HEAT's sentence that uses it
     assert offline.answer("What does GPU stand for?").abstained
 
+
+def test_offline_answers_about_a_paper_whose_name_is_typed_plainly(offline) -> None:  # type: ignore[no-untyped-def]
+    # the abstract writes AdaCM$^2$ (AdaCM²); "AdaCM2", as typed, named no paper: declined
+    ans = offline.answer("What does AdaCM2 do?")
+    assert not ans.abstained and labels(ans) == {"AdaCM²"}
+    assert "cross-modality memory reduction" in ans.answer
+    assert ans.standalone_question == "What does AdaCM² do?"
+    assert all(s.supported for s in ans.sentences)
+
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
     # asked either way round, MegaBlocks' abstract is the one that names Tutel
     for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):
