@@ -128,6 +128,17 @@ def test_offline_answers_about_a_paper_whose_name_is_typed_plainly(offline) -> N
     assert ans.standalone_question == "What does AdaCM² do?"
     assert all(s.supported for s in ans.sentences)
 
+
+def test_offline_answers_a_figure_from_the_paper_that_states_it(offline) -> None:  # type: ignore[no-untyped-def]
+    # SDP4Bit writes "4.08$\times$"; the question's "4.08x" was answered from HEAT's 45.2X
+    ans = offline.answer("What is the 4.08x speedup?")
+    assert not ans.abstained and labels(ans) == {"SDP4Bit"}
+    assert "4.08× speedup" in ans.answer and len(ans.sentences) == 1  # the figure's sentence alone
+    assert all(s.supported for s in ans.sentences)
+    # every paper that states it, and nothing said of a figure no abstract states
+    assert labels(offline.answer("What achieves 2.5x faster training?")) == {"DeepSpeed-Ulysses", "SMILE"}
+    assert offline.answer("Which paper reports a 7.77x speedup?").abstained
+
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
     # asked either way round, MegaBlocks' abstract is the one that names Tutel
     for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):

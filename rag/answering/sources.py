@@ -94,6 +94,8 @@ class SourceChooser:
                         or self._mentioning(question, decision, filters) or decision)
         if not list_q and EXPANSION.search(question):
             decision = self._spelled_out(question, decision)
+        elif not list_q and (stated := self._figure_stated(question, decision, filters)):
+            decision = stated
         elif not decision.answerable and not list_q:
             decision = self._plainly_asked(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
@@ -181,6 +183,23 @@ class SourceChooser:
                  if states(p.abstract) and (filters is None or filters.accepts(p))]
         return Decision(bool(found), decision.p_answerable, _ranked(found, decision), decision.scores,
                         decision.named)
+
+    def _figure_stated(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
+        """"What is the 4.08x speedup?" is answered from the papers whose abstract states that
+        figure (SDP4Bit's "4.08× speedup"; the models answered with HEAT's 45.2X), of those the
+        question names if it names any. None when the question gives no figure or no such paper
+        states it: left to the models ("Does Skrull reach 5x?" is answered by what it reaches)."""
+        states = figure_test(question)
+        if states is None:
+            return None
+        snap = self.retriever.snapshot().papers
+        among = [snap[i] for i in decision.named if i in snap] or list(snap.values())
+        found = [p for p in among if states(p.abstract) and (filters is None or filters.accepts(p))]
+        if not found:
+            return None
+        ranked = _ranked(found, decision)
+        return Decision(True, decision.p_answerable, ranked, decision.scores,
+                        [h.paper.paper_id for h in ranked])
 
     def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
         """"Which papers compare against Megatron-LM?" relates papers to a named thing and asks
