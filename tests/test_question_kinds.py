@@ -229,3 +229,6 @@ def test_the_name_a_paper_introduces_is_read_from_its_own_words() -> None:
             "sharding. We present a system called HEAT. We design H-GCN, a novel accelerator. "
             "We propose a new method for GPUs. Results beat Megatron-LM.")
     assert introduced_names(text) == {"NeuroShard", "HEAT", "H-GCN"}
+    # set beside what it introduces, after a comma
+    beside = "This paper proposes an efficient GNN training system, AdaQP, to expedite training."
+    assert introduced_names(beside, beside=True) == {"AdaQP"} and introduced_names(beside) == set()

@@ -218,11 +218,18 @@ def evaluated_in(question: str, name: str, text: str) -> str | None:
 _INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
                          r"develops|design|designs|build|builds|called|named|dubbed|termed)\s+"
                          r"(?:(?:a|an|the|our|novel|new)\s+)*([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
+# "proposes an efficient GNN training system, AdaQP, to ...": a name set beside what a paper
+# introduces, after a comma.
+_SET_BESIDE = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
+                         r"develops|design|designs|build|builds)\s+(?:a|an)\s+(?:[\w-]+\s+){0,4}?[\w-]+,\s+"
+                         r"([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
 
 
-def introduced_names(text: str) -> set[str]:
-    """The names `text` introduces its own work by ("we ... propose NeuroShard")."""
-    return {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
+def introduced_names(text: str, beside: bool = False) -> set[str]:
+    """The names `text` introduces its own work by ("we ... propose NeuroShard"); `beside`:
+    and those it sets beside it ("proposes an efficient GNN training system, AdaQP, to")."""
+    names = {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
+    return names | {m.group(1) for m in _SET_BESIDE.finditer(text)} if beside else names
 
 
 def asks_for_authors(question: str) -> bool:
