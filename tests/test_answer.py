@@ -139,6 +139,18 @@ def test_offline_answers_a_figure_from_the_paper_that_states_it(offline) -> None
     assert labels(offline.answer("What achieves 2.5x faster training?")) == {"DeepSpeed-Ulysses", "SMILE"}
     assert offline.answer("Which paper reports a 7.77x speedup?").abstained
 
+
+def test_offline_quotes_where_code_lives_only_when_asked(offline) -> None:  # type: ignore[no-untyped-def]
+    # DynaPipe's benchmark was answered with its repository's address as well
+    ans = offline.answer("Which benchmark did DynaPipe use?")
+    assert "FLANv2" in ans.answer and "https://" not in ans.answer
+    # asked, the sentence that gives it, alone (declined before)
+    ans = offline.answer("Is DynaPipe open source?")
+    assert not ans.abstained and labels(ans) == {"DynaPipe"} and len(ans.sentences) == 1
+    assert "https://github.com/awslabs/" in ans.answer and all(s.supported for s in ans.sentences)
+    # an abstract that gives no address: still declined
+    assert offline.answer("Is Skrull open source?").abstained
+
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
     # asked either way round, MegaBlocks' abstract is the one that names Tutel
     for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):

@@ -19,6 +19,7 @@ from rag.answering.questions import (
     introduced_names,
     is_acronym,
     is_list_question,
+    link_in,
     long_forms,
     mentions_name,
     names_related,
@@ -232,3 +233,11 @@ def test_the_name_a_paper_introduces_is_read_from_its_own_words() -> None:
     # set beside what it introduces, after a comma
     beside = "This paper proposes an efficient GNN training system, AdaQP, to expedite training."
     assert introduced_names(beside, beside=True) == {"AdaQP"} and introduced_names(beside) == set()
+
+
+def test_where_code_lives_is_found_only_when_asked() -> None:
+    text = "We present Vortex, built on PyTorch 2.1. Code: https://github.com/x/vortex."
+    for asked in ("Is Vortex open source?", "Where is the code of Vortex?", "Where can I find Vortex?"):
+        assert link_in(asked, text) == "Code: https://github.com/x/vortex.", asked
+    assert link_in("What does Vortex find?", text) is None
+    assert link_in("Is Vortex open source?", "We present Vortex.") is None

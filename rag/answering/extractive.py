@@ -11,12 +11,14 @@ from rag.answering.metadata import metadata_answer
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
+    LINK_ASK,
     asks_for_summary,
     compared_in,
     count_in,
     evaluated_in,
     figure_test,
     introduced_names,
+    link_in,
     mentions_name,
     name_test,
     names_related,
@@ -122,6 +124,9 @@ class ExtractiveWriter:
                        if states(sent)]
             if stating:
                 return _passages(stating[:MAX_QUOTED])
+        linked = [(1.0, sent, s) for s in named if (sent := link_in(question, s.paper.abstract))]
+        if linked:  # "Where is DynaPipe's code?": where it says so, not the sentences before
+            return _passages(linked[:1])
         counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract)
                                                 or evaluated_in(question, s.name, s.paper.abstract))]
         qvec = self.retriever.embed_query(aspect)
@@ -130,6 +135,10 @@ class ExtractiveWriter:
         bound = self.relevance.models["sentence"].threshold
         papers = _subject(named, question) or sources[:2]
         scored = [(p, sent, s) for s in papers for p, sent in self.sentence_scores(aspect, qvec, s.paper)]
+        if not LINK_ASK.search(question):
+            # where the code or data lives (a URL) answers nothing else: NeuroShard's gains
+            # and DynaPipe's benchmark were answered with their repository's address as well
+            scored = [t for t in scored if not URL.search(t[1])] or scored
         if not scored:
             return NO_ANSWER
         first = scored[0]

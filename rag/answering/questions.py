@@ -9,6 +9,7 @@ from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms, singula
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label, split_sentences
 from rag.judge import content_words
+from rag.relevance.features import URL
 
 _LIST_Q = re.compile(
     r"^\s*(?:which|what|list|name|find|show|are there|give me)\b.{0,40}?\b"
@@ -182,6 +183,21 @@ def factor_in(question: str, name: str, text: str) -> str | None:
     return next((s for s in split_sentences(text)
                  if any(m.group(2).lower() in ("x", "×", "times") for m in _FIGURE.finditer(s))
                  and wanted <= content_words(s)), None)
+
+
+# "Where is DynaPipe's code?", "Is XRBench open source?": a question for where a paper's code
+# or data lives.
+LINK_ASK = re.compile(r"\b(?:code|github|repo|repository|url|link|website|homepage|open[- ]?sourced?|"
+                      r"downloads?|downloaded|publicly available)\b|\bwhere\b[^?]*\b(?:find|get|obtain|"
+                      r"access)\b", re.I)
+
+
+def link_in(question: str, text: str) -> str | None:
+    """The sentence of `text` that gives where its code or data lives (a URL), when the
+    question asks for it; None otherwise."""
+    if not LINK_ASK.search(question):
+        return None
+    return next((s for s in split_sentences(text) if URL.search(s)), None)
 
 
 # "What is HEAT evaluated on?", "On which datasets was SOLAR tested?": a question for what a

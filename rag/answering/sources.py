@@ -28,6 +28,7 @@ from rag.answering.questions import (
     factor_in,
     figure_test,
     is_list_question,
+    link_in,
     name_test,
     names_related,
     publication_asked,
@@ -251,7 +252,8 @@ class SourceChooser:
         - "How many models does SysNoise measure?": the named paper's abstract gives a count of
           them ("on 20+ models");
         - "What is HEAT evaluated on?": the named paper's abstract says what its evaluation was
-          on ("Evaluation on five widely used datasets ...").
+          on ("Evaluation on five widely used datasets ...");
+        - "Is DynaPipe open source?": the named paper's abstract gives where its code lives.
         """
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
@@ -266,7 +268,7 @@ class SourceChooser:
             # anything in another question)
             subject = [p for p, n in zip(named, names, strict=True)
                        if count_in(question, p.abstract) or factor_in(question, n, p.abstract)
-                       or evaluated_in(question, n, p.abstract)][:1]
+                       or evaluated_in(question, n, p.abstract) or link_in(question, p.abstract)][:1]
         if not subject:
             return decision
         members = [PaperHit(p, 1.0, 1.0) for p in subject]
