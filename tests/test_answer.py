@@ -151,6 +151,15 @@ def test_offline_quotes_where_code_lives_only_when_asked(offline) -> None:  # ty
     # an abstract that gives no address: still declined
     assert offline.answer("Is Skrull open source?").abstained
 
+
+def test_offline_quotes_sentences_glued_by_a_lost_space_apart(offline) -> None:  # type: ignore[no-untyped-def]
+    # the listing writes "... adapt to the dynamic workload.We present Tutel, ...": quoted as
+    # one sentence, the answer opened with the problem Tutel addresses
+    ans = offline.answer("What does Tutel do?")
+    assert ans.answer.startswith("We present Tutel, a highly scalable stack")
+    assert not re.search(r"[a-z]\.[A-Z]", strip_markers(ans.answer))
+    assert all(s.supported for s in ans.sentences)
+
 def test_offline_comparison_quotes_where_the_paper_names_the_other(offline) -> None:  # type: ignore[no-untyped-def]
     # asked either way round, MegaBlocks' abstract is the one that names Tutel
     for question in ("How does Tutel compare with MegaBlocks?", "Is MegaBlocks faster than Tutel?"):
