@@ -387,6 +387,18 @@ def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> 
     assert "Changho Hwang" in ans.answer and labels(ans) == {"Tutel"}
 
 
+
+def test_offline_follow_up_naming_another_paper_is_about_both(offline) -> None:  # type: ignore[no-untyped-def]
+    history = [{"role": "user", "content": "What does Tutel do?"},
+               {"role": "assistant", "content": "We present Tutel [1]."}]
+    ans = offline.answer("How does it compare with MegaBlocks?", history=history)
+    assert ans.standalone_question == "How does it compare with MegaBlocks (Tutel)?"
+    history += [{"role": "user", "content": "How does it compare with MegaBlocks?"},
+                {"role": "assistant", "content": ans.answer}]
+    # it was asked of Tutel alone
+    ans = offline.answer("Who wrote them?", history=history)
+    assert ans.standalone_question == "Who wrote them (Tutel, MegaBlocks)?"
+
 # -- through Ollama (the test server) -----------------------------------------------------
 
 
