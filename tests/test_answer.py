@@ -380,8 +380,10 @@ def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> 
     assert "DynaPipe" in ans.standalone_question and "FLANv2" in ans.answer
     assert labels(ans) == {"DynaPipe"}
     # "What about X?" asks the question before of another paper.
-    say("Who wrote Tutel?")
+    ans = say("Who wrote Tutel?")
+    assert ans.standalone_question == "Who wrote Tutel?"  # it was "Who wrote Tutel (DynaPipe)?"
     ans = say("What about MegaBlocks?")
+    assert ans.standalone_question == "Who wrote MegaBlocks?"
     assert "Trevor Gale" in ans.answer and labels(ans) == {"MegaBlocks"}
     ans = say("And for Tutel?")
     assert "Changho Hwang" in ans.answer and labels(ans) == {"Tutel"}

@@ -102,7 +102,9 @@ def _resolve(question: str, before: _Turn | None, answer: str, names: CorpusName
             text = pattern.sub(names.display(own[0]), text) if pattern else text
             return _Turn(text, own, False)
         return _Turn(text, own, True)
-    if not (FOLLOW_UP.search(question) or len(question.split()) <= SHORT):
+    if not FOLLOW_UP.search(question) and (own or len(question.split()) > SHORT):
+        # a question that names its paper and leans on nothing ("Who wrote Tutel?") stands
+        # alone, however short: it was asked as "Who wrote Tutel (DynaPipe)?"
         return _Turn(question, own, False)
     if before.about:
         # "How does it compare with HEAT?" after SOLAR: about both, so that "Which one is
