@@ -366,6 +366,15 @@ def test_a_declined_question_for_a_field_the_record_lacks_says_so(offline) -> No
         assert not offline.answer(question).notices, question
 
 
+
+def test_a_record_question_naming_two_papers_answers_for_each(offline) -> None:  # type: ignore[no-untyped-def]
+    # it answered for MegaBlocks alone
+    ans = offline.answer("Who wrote Tutel and MegaBlocks?")
+    assert re.fullmatch(r"Tutel is by Changho Hwang, .+ \[1\]\. MegaBlocks is by Trevor Gale, .+ \[2\]\.",
+                        ans.answer.split("\n")[0])
+    assert [s.name for s in ans.sources] == ["Tutel", "MegaBlocks"]
+    assert all(s.supported for s in ans.sentences)
+
 def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> None:  # type: ignore[no-untyped-def]
     history: list[dict[str, str]] = []
 

@@ -49,6 +49,17 @@ def metadata_answer(question: str, sources: list[Source],
     if p.arxiv_id and p.arxiv_id in question:
         what = p.title or summary(s).split(f" [{s.n}]")[0]
         return f"arXiv:{p.arxiv_id} is {s.name}" + (f": {what}" if what != s.name else "") + f" [{s.n}]."
+    # "Who wrote Tutel and MegaBlocks?": each paper the question names, in the order named (it
+    # answered for MegaBlocks alone)
+    q = question.lower()
+    by_name = sorted((q.find(s.name.lower()), s.n, s) for s in named if s.name.lower() in q)
+    facts = [f for _, _, s in by_name or [(0, named[0].n, named[0])] if (f := _record_fact(ask, s))]
+    return " ".join(facts) or None
+
+
+def _record_fact(ask: str, s: Source) -> str | None:
+    """The sentence giving the field `ask` names from the record of `s`, if it has one."""
+    p = s.paper
     venue_note = next((c for c in p.comments if _VENUE_NOTE.search(c)), None)
     fact = None
     if ask.startswith(("author", "who", "written")) and p.authors:
