@@ -375,6 +375,18 @@ def test_a_record_question_naming_two_papers_answers_for_each(offline) -> None: 
     assert [s.name for s in ans.sources] == ["Tutel", "MegaBlocks"]
     assert all(s.supported for s in ans.sentences)
 
+
+def test_who_wrote_or_made_a_named_paper_is_answered_from_its_record(offline) -> None:  # type: ignore[no-untyped-def]
+    # "Who wrote FLINT?" was declined; "Who developed Tutel?" answered with Tutel's results
+    for question, paper, first in (("Who wrote FLINT?", "FLINT", "Ewen Wang"),
+                                   ("Who created FLINT?", "FLINT", "Ewen Wang"),
+                                   ("Who developed Tutel?", "Tutel", "Changho Hwang")):
+        ans = offline.answer(question)
+        assert ans.answer.startswith(f"{paper} is by {first}, "), question
+        assert labels(ans) == {paper}
+    # a record without authors is still said to lack them
+    assert offline.answer("Who introduced HALOC?").abstained
+
 def test_offline_follow_ups_keep_their_paper_through_a_conversation(offline) -> None:  # type: ignore[no-untyped-def]
     history: list[dict[str, str]] = []
 

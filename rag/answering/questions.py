@@ -22,10 +22,13 @@ _LIST_LEAD = re.compile(
 )
 FOLLOW_UP = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|he|she|the same)\b", re.I)
 BY_AUTHOR = re.compile(r"\b(write|writes|wrote|written|authors?|authored|by)\b", re.I)
+_WHO_MADE = r"who (?:wrote|authored|developed|created|proposed|introduced|designed|built|invented)"
 META = re.compile(
-    r"\b(arxiv(?:\s+id)?|doi|authors?|who wrote|written by|venue|published|journal|conference|"
+    rf"\b(arxiv(?:\s+id)?|doi|authors?|{_WHO_MADE}|written by|venue|published|journal|conference|"
     r"what year|which year|when was)\b", re.I,
 )
+# "Who wrote FLINT?", "Who developed Tutel?": a question for a paper's authors.
+WHO_WROTE = re.compile(rf"\b{_WHO_MADE}\b|\bauthors? of\b|\bwritten by\b", re.I)
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})\b")
 
 QUESTION_STOP = content_words(

@@ -15,6 +15,7 @@ from rag.answering.questions import (
     COMPARES,
     EXPANSION,
     PUBLISHED_CUE,
+    WHO_WROTE,
     asked_acronyms,
     asks_for_authors,
     asks_for_summary,
@@ -253,13 +254,16 @@ class SourceChooser:
           them ("on 20+ models");
         - "What is HEAT evaluated on?": the named paper's abstract says what its evaluation was
           on ("Evaluation on five widely used datasets ...");
-        - "Is DynaPipe open source?": the named paper's abstract gives where its code lives.
+        - "Is DynaPipe open source?": the named paper's abstract gives where its code lives;
+        - "Who wrote FLINT?": the named paper's record lists its authors.
         """
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
         names = [short_label(p.title, p.label) for p in named]
         subject = None
-        if asks_for_summary(question, names):
+        if WHO_WROTE.search(question):  # the record of each named paper that lists its authors
+            subject = [p for p in named if p.authors]
+        elif asks_for_summary(question, names):
             subject = named[:1]
         elif COMPARES.search(question):
             subject = [p for p in named if compared_in(question, p)][:1]
