@@ -91,6 +91,16 @@ def test_offline_what_does_x_do_says_what_it_proposes(offline) -> None:  # type:
     assert "https://" not in offline.answer("What does FHA-Kitchens do?").answer
 
 
+
+def test_offline_says_what_problem_a_named_paper_addresses(offline) -> None:  # type: ignore[no-untyped-def]
+    # declined before, as a question asking something the abstract does not say
+    ans = offline.answer("What problem does Skrull solve?")
+    assert not ans.abstained and labels(ans) == {"Skrull"}
+    assert "address the challenges posed by the heterogeneous data distributions" in ans.answer
+    ans = offline.answer("What challenge does DynaPipe tackle?")
+    assert not ans.abstained and "tackle sequence length variation" in ans.answer
+    assert all(s.supported for s in ans.sentences)
+
 def test_offline_answers_what_a_name_stands_for_from_where_it_is_spelled_out(offline) -> None:  # type: ignore[no-untyped-def]
     ans = offline.answer("What does HEAT stand for?")
     assert "efficient CF training system (called HEAT)" in ans.answer and labels(ans) == {"HEAT"}

@@ -41,7 +41,7 @@ GENERIC = content_words(
     "proposes proposed offer offers contribution contributions tell me describe summary summarise "
     "summarize explain overview key point points is are was were it its optimise optimize "
     "optimises optimizes solve solves address addresses tackle tackles aim aims achieve "
-    "achieves improve improves"
+    "achieves improve improves problem problems challenge challenges"  # "What problem does X solve?"
 ) | QUESTION_STOP
 
 
