@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META
+from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META, WHO_WROTE
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.relevance.features import RECORD_ASKS, record_fields
@@ -17,6 +17,10 @@ _FIELD_NAMES = {"authors": "authors", "arxiv_id": "arXiv id", "doi": "DOI", "ven
 # does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
 _ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
                         r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
+
+# "Who wrote Skrull?" asks the record for authors; "Who funded Skrull?" does not, though
+# RECORD_ASKS counts any "who".
+_ASKS_AUTHORS = re.compile(WHO_WROTE.pattern + r"|\b(?:co-?)?authors?\b|\bauthored\b", re.I)
 
 _VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
 _VENUE_ASKS = ("venue", "published", "journal", "conference")
@@ -84,7 +88,8 @@ def record_gap(question: str, paper: Paper) -> str | None:
     record was read from, so that the gap reads as the library's and not as a failure."""
     fields = record_fields(paper)
     missing = [_FIELD_NAMES[name] for name, pattern in RECORD_ASKS.items()
-               if (_ASKS_DATE if name == "date" else pattern).search(question) and not fields[name]]
+               if {"date": _ASKS_DATE, "authors": _ASKS_AUTHORS}.get(name, pattern).search(question)
+               and not fields[name]]
     if not missing:
         return None
     name = short_label(paper.title, paper.label)
