@@ -69,6 +69,19 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
         assert "1 papers" not in public["answer"] and "of Skrull" in public["answer"].split("\n")[0]
 
 
+
+def test_a_name_an_abstract_introduces_its_work_by_gets_that_papers_row(offline) -> None:  # type: ignore[no-untyped-def]
+    # "This paper proposes an efficient GNN training system, AdaQP, ..." under a title that
+    # gives no short name: "AdaQP" was said not to be in the index
+    public = offline.answer("Compare AdaQP and Sylvie").to_public()
+    rows = public["table"]["rows"]
+    assert len(rows) == 2 and rows[1]["label"] == "Sylvie"
+    assert rows[0]["label"].startswith("Adaptive Message Quantization") and "AdaQP" in rows[0]["cells"][0]["text"]
+    assert "not in the index" not in public["answer"]
+    # named by their abstracts alone, both ("Pre-train and Search ... propose NeuroShard")
+    public = offline.answer("Compare AdaQP and NeuroShard").to_public()
+    assert [r["label"] for r in public["table"]["rows"]] == [rows[0]["label"], "Pre-train and Search"]
+
 def test_a_comparison_of_names_the_index_lacks_says_so(offline) -> None:  # type: ignore[no-untyped-def]
     # no paper is named either, and the abstracts find nothing to compare: the names are
     # said (it read "No papers match the filters: ." with no filter given)

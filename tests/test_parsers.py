@@ -446,6 +446,9 @@ def test_arbitrary_bytes_never_crash_the_parser(data: bytes) -> None:
      ["Cupcake is by Zhaozhuo Xu and T. S. Eugene Ng [1].", "It compresses."]),
     ("Treated at M. D. Anderson Cancer Center. Arm A. In arm B, vitamin D. Rose.",
      ["Treated at M. D. Anderson Cancer Center.", "Arm A.", "In arm B, vitamin D.", "Rose."]),
+    # a sentence glued to the next by a lost space ends there; an abbreviation or a domain does not
+    ("It adapts to the workload.We present Tutel. Smith et al.Propose it. See deepspeed4science.ai now.",
+     ["It adapts to the workload.", "We present Tutel.", "Smith et al.Propose it.", "See deepspeed4science.ai now."]),
 ])
 def test_sentences_do_not_end_at_abbreviations(text: str, sentences: list[str]) -> None:
     """What answers quote and the judge reads: "As of Oct. 2022, ..." stays one sentence (the

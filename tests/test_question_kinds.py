@@ -8,19 +8,23 @@ from __future__ import annotations
 import pytest
 
 from rag.answering.questions import (
+    asked_acronyms,
     asks_only_for_authors_papers,
     compared_in,
     count_in,
     defined_term,
+    evaluated_in,
     expansion_in,
     factor_in,
     introduced_names,
     is_acronym,
     is_list_question,
+    link_in,
     long_forms,
     mentions_name,
     names_related,
     publication_asked,
+    spelled_out,
 )
 from rag.corpus.acronyms import acronym_pattern
 from rag.corpus.paper import Paper
@@ -41,6 +45,15 @@ def paper(title: str, abstract: str) -> Paper:
 def test_a_name_is_spelled_out_only_where_the_abstract_says_what_it_stands_for(abstract: str, spelled: bool) -> None:
     assert (expansion_in("TDPO-R", abstract) is not None) is spelled
 
+
+
+def test_the_acronym_a_question_asks_is_spelled_out_before_the_papers_name() -> None:
+    text = "We present MAS (Merge and Split). It serves federated learning (FL) on edge devices (EDs)."
+    assert asked_acronyms("What does FL stand for?") == ["FL"]
+    assert spelled_out("What does FL stand for?", "MAS", text) == text.split(". ")[1]
+    assert spelled_out("What does MAS stand for?", "MAS", text) == "We present MAS (Merge and Split)."
+    assert expansion_in("FL", "We train MAS. It runs FL tasks.") is None
+    assert expansion_in("ED", text)  # written in the plural
 
 MEGABLOCKS = paper("MegaBlocks: Efficient Sparse Training with Mixture-of-Experts",
                    "We present MegaBlocks. It trains up to 40% faster than the Tutel library "
@@ -145,6 +158,22 @@ def test_a_factor_is_found_with_every_word_it_is_asked_with() -> None:
     assert factor_in("What does Vortex present?", "Vortex", text) is None  # not asked for a factor
 
 
+
+def test_what_a_paper_is_evaluated_on_is_its_last_sentence_saying_so_with_every_word_asked() -> None:
+    text = ("Our benchmarking results show that loading is the bottleneck with large datasets. "
+            "We present Vortex. Evaluation on five widely used datasets with x86 processors shows "
+            "that Vortex is 45x faster. Experimental results show 3x speedups on average.")
+    said = "Evaluation on five widely used datasets with x86 processors shows that Vortex is 45x faster."
+    assert evaluated_in("What is Vortex evaluated on?", "Vortex", text) == said
+    assert evaluated_in("On which datasets was Vortex tested?", "Vortex", text) == said
+    assert evaluated_in("How is Vortex evaluated?", "Vortex", text) == said
+    assert evaluated_in("Is Vortex evaluated on TPUs?", "Vortex", text) is None  # it says x86
+    assert evaluated_in("What does Vortex present?", "Vortex", text) is None  # asks no evaluation
+    # which datasets: a sentence that only counts them names none
+    counted = "We present Vortex. Experiments are conducted on two popular datasets."
+    assert evaluated_in("What is Vortex evaluated on?", "Vortex", counted)
+    assert evaluated_in("Which datasets was Vortex evaluated on?", "Vortex", counted) is None
+
 def test_where_and_when_a_list_asks_its_papers_appeared() -> None:
     venues = {"mlsys", "aaai", "iccv", "oncology", "clinical"}
     assert publication_asked("Which MLSys 2023 papers are about GNNs?", venues) == ({"mlsys"}, {2023})
@@ -201,3 +230,14 @@ def test_the_name_a_paper_introduces_is_read_from_its_own_words() -> None:
             "sharding. We present a system called HEAT. We design H-GCN, a novel accelerator. "
             "We propose a new method for GPUs. Results beat Megatron-LM.")
     assert introduced_names(text) == {"NeuroShard", "HEAT", "H-GCN"}
+    # set beside what it introduces, after a comma
+    beside = "This paper proposes an efficient GNN training system, AdaQP, to expedite training."
+    assert introduced_names(beside, beside=True) == {"AdaQP"} and introduced_names(beside) == set()
+
+
+def test_where_code_lives_is_found_only_when_asked() -> None:
+    text = "We present Vortex, built on PyTorch 2.1. Code: https://github.com/x/vortex."
+    for asked in ("Is Vortex open source?", "Where is the code of Vortex?", "Where can I find Vortex?"):
+        assert link_in(asked, text) == "Code: https://github.com/x/vortex.", asked
+    assert link_in("What does Vortex find?", text) is None
+    assert link_in("Is Vortex open source?", "We present Vortex.") is None

@@ -19,7 +19,7 @@ import numpy as np
 from rag.answering.check import Checker
 from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
-from rag.answering.questions import names_pattern
+from rag.answering.questions import introduced_names, names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
@@ -131,21 +131,43 @@ def _names_in_runs(question: str, named: list[str], known: set[str], every_run: 
     return missing
 
 
+def _introducing(candidates: list[str], papers: Iterable[Paper]) -> dict[str, tuple[str, list[Paper]]]:
+    """For each name (lower-case) that papers introduce their work by in their abstract ("we
+    propose AdaQP"): the name as written, and those papers."""
+    found: dict[str, tuple[str, list[Paper]]] = {}
+    for paper in papers:
+        for name in candidates:
+            # the name's letters first: a regex over every abstract of a large index costs seconds
+            if name in paper.abstract and name in introduced_names(paper.abstract, beside=True):
+                found.setdefault(name.lower(), (name, []))[1].append(paper)
+    return found
+
+
 def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
          members: Callable[[], list[PaperHit]], filters: Filters | None = None) -> Plan:
     """Rows for the named papers in the order named (those the filters accept), else for the
     papers `members` finds on the question's topic (as for "which papers" questions)."""
-    named = names.mentioned(question)
+    known = {n.lower() for n in names.known}
+    # "Compare AdaQP and Sylvie": a name an abstract introduces its work by, under a title
+    # that gives another ("Adaptive Message Quantization and ..."), names that paper; it was
+    # said not to be in the index
+    introducing = _introducing(_names_in_runs(question, names.mentioned(question), known, every_run=True),
+                               retriever.snapshot().papers.values())
+    named = sorted([*names.mentioned(question), *introducing], key=lambda n: question.lower().find(n))
+    known |= set(introducing)
+
+    def display(name: str) -> str:
+        return introducing[name][0] if name in introducing else names.display(name)
+
     by_name: dict[str, Source] = {}  # by paper id: a name several papers go by gives each a row
     left_out: list[str] = []
     outside: list[str] = []  # named papers the filters leave out: said, not compared
     shared: list[str] = []  # names that several papers go by
-    known = {n.lower() for n in names.known}
     # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
     # comparison too (Skrull's row, and "Zorblax is not in the index")
     if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
-        papers: dict[str, list[Paper]] = {}
+        papers: dict[str, list[Paper]] = {n: list(found) for n, (_, found) in introducing.items()}
         for p in retriever.snapshot().papers.values():
             papers.setdefault(short_label(p.title, p.label).lower(), []).append(p)
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
@@ -153,15 +175,15 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
             going_by = papers.get(name, [])
             within = [p for p in going_by if filters is None or filters.accepts(p)]
             if going_by and not within:
-                outside.append(names.display(name))
+                outside.append(display(name))
             if len(within) > 1:
-                shared.append(names.display(name))
+                shared.append(display(name))
             for paper in within:
                 if len(by_name) < MAX_ROWS:
                     by_name[paper.paper_id] = Source(len(by_name) + 1, paper,
                                                      relevance.get(paper.paper_id, 1.0))
-                elif names.display(name) not in left_out:
-                    left_out.append(names.display(name))
+                elif display(name) not in left_out:
+                    left_out.append(display(name))
     missing = _names_in_runs(question, named, known) if by_name or outside else []
     described = filters.describe() if filters is not None else ""
     if by_name or outside:  # none within the filters: no table, the answer says why

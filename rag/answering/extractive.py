@@ -11,11 +11,14 @@ from rag.answering.metadata import metadata_answer
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
+    LINK_ASK,
     asks_for_summary,
     compared_in,
     count_in,
+    evaluated_in,
     figure_test,
     introduced_names,
+    link_in,
     mentions_name,
     name_test,
     names_related,
@@ -114,21 +117,37 @@ class ExtractiveWriter:
                         if any(mentions_name(o, sent, compound=False) for o in others)]
                 if said:
                     return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
-        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract))]
+        if states := figure_test(question):
+            # "What is the 4.08x speedup?": where the papers found to state it state it; the
+            # sentence model's other picks (its accuracy, its design) say nothing of the figure
+            stating = [(1.0, sent, s) for s in named for sent in split_sentences(s.paper.abstract)
+                       if states(sent)]
+            if stating:
+                return _passages(stating[:MAX_QUOTED])
+        linked = [(1.0, sent, s) for s in named if (sent := link_in(question, s.paper.abstract))]
+        if linked:  # "Where is DynaPipe's code?": where it says so, not the sentences before
+            return _passages(linked[:1])
+        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract)
+                                                or evaluated_in(question, s.name, s.paper.abstract))]
         qvec = self.retriever.embed_query(aspect)
         # The sources are the papers the relevance model found to answer, best first; the
         # best sentence of the first answers, and sentences the sentence model accepts join it.
         bound = self.relevance.models["sentence"].threshold
         papers = _subject(named, question) or sources[:2]
         scored = [(p, sent, s) for s in papers for p, sent in self.sentence_scores(aspect, qvec, s.paper)]
+        if not LINK_ASK.search(question):
+            # where the code or data lives (a URL) answers nothing else: NeuroShard's gains
+            # and DynaPipe's benchmark were answered with their repository's address as well
+            scored = [t for t in scored if not URL.search(t[1])] or scored
         if not scored:
             return NO_ANSWER
         first = scored[0]
         rest = sorted((t for t in scored[1:] if t[0] >= bound), key=lambda t: -t[0])
         kept = [first, *rest][:MAX_QUOTED]
         if counted and all(t[1] != counted[0][1] for t in kept):
-            # "How many developers ...?": the sentence that gives the count, whatever the model
-            # made of it, with the best of the others
+            # "How many developers ...?", "What is it evaluated on?": the sentence that gives the
+            # count, or says what the evaluation was on, whatever the model made of it, with the
+            # best of the others
             kept = [(1.0, counted[0][1], counted[0][0]), *kept][:MAX_QUOTED]
         return _passages(kept)
 

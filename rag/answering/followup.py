@@ -64,9 +64,10 @@ class _Turn:
     carried: bool  # `about` came from the conversation, not from `text`
 
     def standalone(self, names: CorpusNames) -> str:
-        if not self.carried or not self.about:
+        carried = [n for n in self.about if n not in names.mentioned(self.text)] if self.carried else []
+        if not carried:
             return self.text
-        return f"{self.text.rstrip(' ?')} ({', '.join(names.display(n) for n in self.about)})?"
+        return f"{self.text.rstrip(' ?')} ({', '.join(names.display(n) for n in carried)})?"
 
 
 def _offline(question: str, history: list[dict[str, str]], names: CorpusNames) -> str:
@@ -101,10 +102,14 @@ def _resolve(question: str, before: _Turn | None, answer: str, names: CorpusName
             text = pattern.sub(names.display(own[0]), text) if pattern else text
             return _Turn(text, own, False)
         return _Turn(text, own, True)
-    if not (FOLLOW_UP.search(question) or len(question.split()) <= SHORT):
+    if not FOLLOW_UP.search(question) and (own or len(question.split()) > SHORT):
+        # a question that names its paper and leans on nothing ("Who wrote Tutel?") stands
+        # alone, however short: it was asked as "Who wrote Tutel (DynaPipe)?"
         return _Turn(question, own, False)
     if before.about:
-        return _Turn(question, before.about[:2], True)
+        # "How does it compare with HEAT?" after SOLAR: about both, so that "Which one is
+        # faster?" after it still is (it was about SOLAR alone)
+        return _Turn(question, [*before.about[:2], *(n for n in own if n not in before.about[:2])], True)
     # An abstention's closest passages are not what the user was asking about.
     named = [] if answer.startswith(NO_ANSWER) else names.mentioned(answer[:SCAN_CHARS])[:2]
     if named:

@@ -5,7 +5,7 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 
-from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META
+from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META, WHO_WROTE
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
 from rag.relevance.features import RECORD_ASKS, record_fields
@@ -17,6 +17,10 @@ _FIELD_NAMES = {"authors": "authors", "arxiv_id": "arXiv id", "doi": "DOI", "ven
 # does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
 _ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
                         r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
+
+# "Who wrote Skrull?" asks the record for authors; "Who funded Skrull?" does not, though
+# RECORD_ASKS counts any "who".
+_ASKS_AUTHORS = re.compile(WHO_WROTE.pattern + r"|\b(?:co-?)?authors?\b|\bauthored\b", re.I)
 
 _VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
 _VENUE_ASKS = ("venue", "published", "journal", "conference")
@@ -49,6 +53,17 @@ def metadata_answer(question: str, sources: list[Source],
     if p.arxiv_id and p.arxiv_id in question:
         what = p.title or summary(s).split(f" [{s.n}]")[0]
         return f"arXiv:{p.arxiv_id} is {s.name}" + (f": {what}" if what != s.name else "") + f" [{s.n}]."
+    # "Who wrote Tutel and MegaBlocks?": each paper the question names, in the order named (it
+    # answered for MegaBlocks alone)
+    q = question.lower()
+    by_name = sorted((q.find(s.name.lower()), s.n, s) for s in named if s.name.lower() in q)
+    facts = [f for _, _, s in by_name or [(0, named[0].n, named[0])] if (f := _record_fact(ask, s))]
+    return " ".join(facts) or None
+
+
+def _record_fact(ask: str, s: Source) -> str | None:
+    """The sentence giving the field `ask` names from the record of `s`, if it has one."""
+    p = s.paper
     venue_note = next((c for c in p.comments if _VENUE_NOTE.search(c)), None)
     fact = None
     if ask.startswith(("author", "who", "written")) and p.authors:
@@ -73,7 +88,8 @@ def record_gap(question: str, paper: Paper) -> str | None:
     record was read from, so that the gap reads as the library's and not as a failure."""
     fields = record_fields(paper)
     missing = [_FIELD_NAMES[name] for name, pattern in RECORD_ASKS.items()
-               if (_ASKS_DATE if name == "date" else pattern).search(question) and not fields[name]]
+               if {"date": _ASKS_DATE, "authors": _ASKS_AUTHORS}.get(name, pattern).search(question)
+               and not fields[name]]
     if not missing:
         return None
     name = short_label(paper.title, paper.label)

@@ -131,7 +131,8 @@ class Pipeline:
             return
         client = self.client(opts.model) if mode != "none" else None
         self.refresh_names()
-        standalone = condense(question, history or [], self.names, self.templates["condense"],
+        standalone = condense(self.names.as_written(question), history or [], self.names,
+                              self.templates["condense"],
                               client if mode == "ollama" else None)
         run = _Run(question, standalone)
 

@@ -9,6 +9,7 @@ from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms, singula
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label, split_sentences
 from rag.judge import content_words
+from rag.relevance.features import URL
 
 _LIST_Q = re.compile(
     r"^\s*(?:which|what|list|name|find|show|are there|give me)\b.{0,40}?\b"
@@ -21,10 +22,13 @@ _LIST_LEAD = re.compile(
 )
 FOLLOW_UP = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|he|she|the same)\b", re.I)
 BY_AUTHOR = re.compile(r"\b(write|writes|wrote|written|authors?|authored|by)\b", re.I)
+_WHO_MADE = r"who (?:wrote|authored|developed|created|proposed|introduced|designed|built|invented)"
 META = re.compile(
-    r"\b(arxiv(?:\s+id)?|doi|authors?|who wrote|written by|venue|published|journal|conference|"
+    rf"\b(arxiv(?:\s+id)?|doi|authors?|{_WHO_MADE}|written by|venue|published|journal|conference|"
     r"what year|which year|when was)\b", re.I,
 )
+# "Who wrote FLINT?", "Who developed Tutel?": a question for a paper's authors.
+WHO_WROTE = re.compile(rf"\b{_WHO_MADE}\b|\bauthors? of\b|\bwritten by\b", re.I)
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})\b")
 
 QUESTION_STOP = content_words(
@@ -37,7 +41,7 @@ GENERIC = content_words(
     "proposes proposed offer offers contribution contributions tell me describe summary summarise "
     "summarize explain overview key point points is are was were it its optimise optimize "
     "optimises optimizes solve solves address addresses tackle tackles aim aims achieve "
-    "achieves improve improves"
+    "achieves improve improves problem problems challenge challenges"  # "What problem does X solve?"
 ) | QUESTION_STOP
 
 
@@ -119,7 +123,7 @@ def mentions(pattern: re.Pattern[str] | None, text: str) -> list[str]:
 def expansion_in(name: str, text: str) -> str | None:
     """The sentence of `text` that spells out `name`: "Temporal Diffusion Policy Optimization
     with critic active neuron Reset (TDPO-R)", "a system (called HEAT)"; None if none does."""
-    pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}\)|"
+    pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}s?\)|"
                          rf"(?<![\w-]){re.escape(name)}\s*\((?!\s*\d)[^)]{{6,}}\)")
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
@@ -131,10 +135,16 @@ _ACRONYM_LIKE = re.compile(r"\b[A-Za-z][a-z]*[A-Z0-9][\w-]*")
 
 def spelled_out(question: str, name: str, text: str) -> str | None:
     """The sentence of `text` that spells out what a "What does ... stand for?" question asks
-    about: the paper's `name`, or an acronym the question names ("What does MoE stand for in
-    MegaBlocks?"); None if none does."""
-    return next((sent for term in [name, *_ACRONYM_LIKE.findall(question)]
+    about: an acronym the question names ("What does MoE stand for in MegaBlocks?"), or the
+    paper's `name`; None if none does. The question's own words first: "What does FL stand
+    for?", answered from MAS, asks for "federated learning (FL)", not "MAS (Merge and Split)"."""
+    return next((sent for term in [*asked_acronyms(question), name]
                  if (sent := expansion_in(term, text))), None)
+
+
+def asked_acronyms(question: str) -> list[str]:
+    """The words a "What does MTMM stand for?" question may ask to spell out."""
+    return _ACRONYM_LIKE.findall(question)
 
 
 # "How many developers took part in ...?": the words naming what is counted, up to the verb or
@@ -178,16 +188,67 @@ def factor_in(question: str, name: str, text: str) -> str | None:
                  and wanted <= content_words(s)), None)
 
 
+# "Where is DynaPipe's code?", "Is XRBench open source?": a question for where a paper's code
+# or data lives.
+LINK_ASK = re.compile(r"\b(?:code|github|repo|repository|url|link|website|homepage|open[- ]?sourced?|"
+                      r"downloads?|downloaded|publicly available)\b|\bwhere\b[^?]*\b(?:find|get|obtain|"
+                      r"access)\b", re.I)
+
+
+def link_in(question: str, text: str) -> str | None:
+    """The sentence of `text` that gives where its code or data lives (a URL), when the
+    question asks for it; None otherwise."""
+    if not LINK_ASK.search(question):
+        return None
+    return next((s for s in split_sentences(text) if URL.search(s)), None)
+
+
+# "What is HEAT evaluated on?", "On which datasets was SOLAR tested?": a question for what a
+# paper measures its work on; the sentence that says so names the evaluation and what it was on.
+_EVALUATED_ASK = re.compile(r"\b(?:what|which|how|on)\b.*\b(?:evaluat\w*|test(?:s|ed)?|benchmark(?:s|ed)?|"
+                            r"validat\w*|experiment\w*)\b", re.I)
+_EVALUATED_SAYS = re.compile(r"\b(?:evaluat\w*|test(?:s|ed)?|benchmark(?:s|ed|ing)?|validat\w*|"
+                             r"experiment\w*)\b.*\b(?:on(?! average)|with|using|across)\b", re.I)
+_EVALUATED_WORDS = content_words("evaluate evaluated evaluation evaluations evaluating test tests tested "
+                                 "testing benchmark benchmarks benchmarked validate validated validation "
+                                 "experiment experiments experimental what which how does do did is are "
+                                 "was were it its paper system")
+
+
+def evaluated_in(question: str, name: str, text: str) -> str | None:
+    """The sentence of `text` (the abstract of the paper `name`) that says what a "What is
+    HEAT evaluated on?" question asks: one that names its evaluation, what it was on, and every
+    other word the question asks with ("datasets", "GPUs"); None if no sentence does, so
+    "... tested on TPUs?" of a paper that reports GPUs stays declined. A question for which of
+    a kind ("Which datasets ...?") needs a sentence that names one ("CIFAR-10", "V100"), not
+    only counts them ("on two popular datasets"). The last such sentence: an abstract reports
+    its evaluation at its end, where an earlier one ("our benchmarking results show that data
+    loading is the bottleneck") motivates the work."""
+    if not _EVALUATED_ASK.search(question):
+        return None
+    wanted = content_words(question) - content_words(name) - _EVALUATED_WORDS
+    return next((s for s in reversed(split_sentences(text))
+                 if _EVALUATED_SAYS.search(s) and wanted <= content_words(s)
+                 and (not wanted or any(w != name for w in _ACRONYM_LIKE.findall(s)))), None)
+
+
 # "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
 # (capitalised with another capital or a digit in it: "NeuroShard", "H-GCN", "X-RLflow").
 _INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
                          r"develops|design|designs|build|builds|called|named|dubbed|termed)\s+"
                          r"(?:(?:a|an|the|our|novel|new)\s+)*([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
+# "proposes an efficient GNN training system, AdaQP, to ...": a name set beside what a paper
+# introduces, after a comma.
+_SET_BESIDE = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
+                         r"develops|design|designs|build|builds)\s+(?:a|an)\s+(?:[\w-]+\s+){0,4}?[\w-]+,\s+"
+                         r"([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
 
 
-def introduced_names(text: str) -> set[str]:
-    """The names `text` introduces its own work by ("we ... propose NeuroShard")."""
-    return {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
+def introduced_names(text: str, beside: bool = False) -> set[str]:
+    """The names `text` introduces its own work by ("we ... propose NeuroShard"); `beside`:
+    and those it sets beside it ("proposes an efficient GNN training system, AdaQP, to")."""
+    names = {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
+    return names | {m.group(1) for m in _SET_BESIDE.finditer(text)} if beside else names
 
 
 def asks_for_authors(question: str) -> bool:

@@ -257,7 +257,11 @@ _ABBREV = "".join(rf"(?<!\b{w}\.)" for w in _NOT_ENDS)
 # after an initial that another follows, nor after the second of two. One initial alone is
 # left to end a sentence: "... in arm A. In arm B ...", "vitamin D. Compared with ...".
 _INITIALS_RUN = r"(?<!\b[A-Z]\.\s[A-Z]\.)(?!(?<=\b[A-Z]\.)\s+[A-Z]\.[\s,])"
-_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])" + _INITIALS_RUN + r"\s+(?=[A-Z0-9\"“(])")
+# A sentence glued to the next by a lost space ("... the dynamic workload.We present Tutel",
+# as conference listings copied from PDFs write them) ends there too: a word of small letters,
+# its stop, and a capitalised word.
+_GLUED = _ABBREV + r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])"
+_SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])" + _INITIALS_RUN + r"\s+(?=[A-Z0-9\"“(])|" + _GLUED)
 
 
 def split_sentences(text: str) -> list[str]:

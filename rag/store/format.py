@@ -28,7 +28,8 @@ from rag.embed import MODEL_NAME, pooling
 from rag.errors import InputError
 
 FORMAT = 4
-CHUNK_RECIPE = "title+chunk/v2"  # bump when the text embedded changes (v2: own sentence ends)
+CHUNK_RECIPE = "title+chunk/v3"  # bump when the text embedded changes (v2: own sentence ends;
+# v3: sentences glued by a lost space end there)
 
 
 def vector_recipe(settings: Settings) -> str:
