@@ -36,7 +36,7 @@ from rag.errors import IndexStoreError, InputError, ParseError
 from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
-from rag.store.indexes import built_otherwise, built_with_others, collection_names
+from rag.store.indexes import built_from, built_otherwise, built_with_others, collection_names
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -377,12 +377,17 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
         return
     if settings.index != Settings.model_fields["index"].default:
         if built_with_others(settings, collection_names(store.client), store.name):
-            raise built_otherwise(settings)
+            raise built_otherwise(settings, store.client, store.name)
         if empty_ok:
             return
         raise IndexStoreError(f"the index '{settings.index}' is empty",
                               f"fill it with `rag ingest PATH --index {settings.index}`")
     seeds = settings.seeds
+    earlier = built_from(settings, store.client, store.name)
+    if any(not Path(f).is_relative_to(seeds.resolve()) for f in earlier):
+        # The default index holds the user's own papers under other chunk settings (or an
+        # earlier rag's chunking): filled from seeds/ alone, their library would seem gone.
+        raise built_otherwise(settings, store.client, store.name)
     if not seeds.exists():
         raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
                               "run `rag ingest PATH` first, or set RAG_SEEDS to a corpus directory")

@@ -92,13 +92,44 @@ def test_an_index_keeps_the_chunk_vectors_it_was_built_with(tmp_path: Path) -> N
                     env=_env(home, RAG_CHUNK_VECTORS="model"))
     assert other.returncode == 3, other.stderr
     assert "built with other chunk settings" in other.stderr and "RAG_CHUNK_VECTORS" in other.stderr
-    assert "rag ingest PATH --index lib" in other.stderr and other.stdout == ""
+    # the rebuild names the file the index was built from (after an upgrade that changed the
+    # chunking, the user may not remember them)
+    files = " ".join(str((SEEDS / f).resolve()) for f in ("000_1d593446947ebb0f.txt", "001_081bc128d00d0de2.txt"))
+    assert f"rag ingest {files} --index lib" in other.stderr and other.stdout == ""
 
     fp32 = run_rag("ingest", "-q", seed, "--index", "full", cwd=tmp_path,
                    env=_env(home, RAG_EMBED_PRECISION="fp32"))
     assert fp32.returncode == 0, fp32.stderr
     int8 = run_rag("search", "long sequences", "--index", "full", cwd=tmp_path, env=_env(home))
     assert int8.returncode == 0 and "Long-SFT" in int8.stdout, int8.stderr
+
+
+def test_a_default_index_of_ones_own_papers_built_otherwise_is_not_refilled_with_seeds(tmp_path: Path) -> None:
+    """The default index, empty under these chunk settings, fills itself from seeds/ only when
+    what it held under others came from seeds/: a library of one's own, built before an upgrade
+    changed the chunking (or with other RAG_CHUNK_* settings), is named for its rebuild, not
+    replaced by the seed papers as if it were gone."""
+    home = tmp_path / ".rag"
+    (tmp_path / "mine.jsonl").write_text(
+        '{"id": "g1", "title": "Goodie", "abstract": "We propose Goodie, a system for long sequences."}\n',
+        encoding="utf-8")
+    built = run_rag("ingest", "-q", "mine.jsonl", cwd=tmp_path, env=_env(home, RAG_CHUNK_SIZE="300"))
+    assert built.returncode == 0, built.stderr
+    read = run_rag("search", "long sequences", cwd=tmp_path, env=_env(home))
+    assert read.returncode == 3 and "ingesting" not in read.stderr and read.stdout == ""
+    assert f"rag ingest {(tmp_path / 'mine.jsonl').resolve()} --index default" in read.stderr
+    rebuilt = run_rag("ingest", "-q", str(tmp_path / "mine.jsonl"), cwd=tmp_path, env=_env(home))
+    assert rebuilt.returncode == 0, rebuilt.stderr
+    found = run_rag("search", "long sequences", cwd=tmp_path, env=_env(home))
+    assert found.returncode == 0 and "Goodie" in found.stdout, found.stderr
+
+    # one built from seeds/ alone fills itself again from seeds/, as a new one does
+    seeded = tmp_path / "seeded"
+    built = run_rag("ingest", "-q", str(SEEDS / "000_1d593446947ebb0f.txt"), cwd=tmp_path,
+                    env=_env(seeded, RAG_CHUNK_SIZE="300"))
+    assert built.returncode == 0, built.stderr
+    read = run_rag("search", "long sequences", cwd=tmp_path, env=_env(seeded))
+    assert read.returncode == 0 and "ingesting" in read.stderr and "Long-SFT" in read.stdout, read.stderr
 
 
 def test_fast_ingest_builds_a_pooled_index_and_never_a_second_one_beside_another(tmp_path: Path) -> None:

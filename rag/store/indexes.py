@@ -5,6 +5,7 @@ that built it (rag.store.format), beside that collection's `-paper-sentences`.""
 from __future__ import annotations
 
 import re
+import shlex
 from typing import Any
 
 from rag.config import Settings
@@ -48,19 +49,43 @@ def index_sizes(client: Any, settings: Settings) -> dict[str, int]:
     return dict(sorted(out.items()))
 
 
-def built_otherwise(settings: Settings) -> IndexStoreError:
+def built_otherwise(settings: Settings, client: Any, own: str = "") -> IndexStoreError:
+    """An index that holds papers under another fingerprint than these settings': built with
+    other chunk settings, or by an earlier rag whose chunking has changed since
+    (rag.store.format.CHUNK_RECIPE). Its rebuild names the files it was built from, as its
+    records keep them: after an upgrade, the user may not remember them."""
+    files = built_from(settings, client, own)
+    named = " ".join(shlex.quote(f) for f in files[:MAX_FILES_NAMED]) or "PATH"
+    more = f" (and {len(files) - MAX_FILES_NAMED} more files it was built from)" \
+        if len(files) > MAX_FILES_NAMED else ""
     return IndexStoreError(
-        f"the index '{settings.index}' was built with other chunk settings, and has no "
-        "papers under these",
-        "set RAG_CHUNK_SIZE, RAG_CHUNK_OVERLAP and RAG_CHUNK_VECTORS as when it was built "
-        f"to read it, or rebuild it with these: `rag ingest PATH --index {settings.index}`")
+        f"the index '{settings.index}' was built with other chunk settings (or by an earlier "
+        "version of rag), and has no papers under these",
+        f"rebuild it with these: `rag ingest {named} --index {settings.index}`{more}, or set "
+        "RAG_CHUNK_SIZE, RAG_CHUNK_OVERLAP and RAG_CHUNK_VECTORS as when it was built to read it")
+
+
+MAX_FILES_NAMED = 5
+
+
+def built_from(settings: Settings, client: Any, own: str = "") -> list[str]:
+    """The files the index's collections of other fingerprints were built from (each paper's
+    first chunk keeps its `source_path`)."""
+    pattern = re.compile(rf"{re.escape(settings.index)}-[0-9a-f]{{8}}")
+    files: set[str] = set()
+    for name in collection_names(client):
+        if name != own and pattern.fullmatch(name):
+            got = client.get_collection(name, embedding_function=None).get(
+                where={"chunk": 0}, include=["metadatas"])
+            files.update(str(m["source_path"]) for m in got["metadatas"] or [] if m.get("source_path"))
+    return sorted(files)
 
 
 def missing(settings: Settings, client: Any, names: list[str]) -> IndexStoreError:
     """A read of an index with no collection under these settings (a mistyped --index, or
     one built with other chunk settings), naming the indexes that hold papers."""
     if built_with_others(settings, names):
-        return built_otherwise(settings)
+        return built_otherwise(settings, client)
     known = [index for index, papers in index_sizes(client, settings).items() if papers]
     listed = f"the indexes are: {', '.join(known)}" if known else "no index holds papers yet"
     return IndexStoreError(
