@@ -383,10 +383,11 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
         raise IndexStoreError(f"the index '{settings.index}' is empty",
                               f"fill it with `rag ingest PATH --index {settings.index}`")
     seeds = settings.seeds
-    earlier = built_from(settings, store.client, store.name)
-    if any(not Path(f).is_relative_to(seeds.resolve()) for f in earlier):
-        # The default index holds the user's own papers under other chunk settings (or an
-        # earlier rag's chunking): filled from seeds/ alone, their library would seem gone.
+    # The default index holding the user's own papers under other chunk settings (or an
+    # earlier rag's chunking) is refused: filled from seeds/ alone, their library would seem
+    # gone. Seed files are known by name, wherever the checkout that read them was.
+    seed_files = {f.name for f in seeds.iterdir()} if seeds.is_dir() else set()
+    if any(Path(f).name not in seed_files for f in built_from(settings, store.client, store.name)):
         raise built_otherwise(settings, store.client, store.name)
     if not seeds.exists():
         raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",

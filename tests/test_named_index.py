@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
@@ -123,9 +124,12 @@ def test_a_default_index_of_ones_own_papers_built_otherwise_is_not_refilled_with
     found = run_rag("search", "long sequences", cwd=tmp_path, env=_env(home))
     assert found.returncode == 0 and "Goodie" in found.stdout, found.stderr
 
-    # one built from seeds/ alone fills itself again from seeds/, as a new one does
-    seeded = tmp_path / "seeded"
-    built = run_rag("ingest", "-q", str(SEEDS / "000_1d593446947ebb0f.txt"), cwd=tmp_path,
+    # one built from seeds/ alone (of another checkout, here) fills itself again from seeds/,
+    # as a new one does
+    seeded, elsewhere = tmp_path / "seeded", tmp_path / "old-checkout" / "seeds"
+    elsewhere.mkdir(parents=True)
+    shutil.copy(SEEDS / "000_1d593446947ebb0f.txt", elsewhere)
+    built = run_rag("ingest", "-q", str(elsewhere / "000_1d593446947ebb0f.txt"), cwd=tmp_path,
                     env=_env(seeded, RAG_CHUNK_SIZE="300"))
     assert built.returncode == 0, built.stderr
     read = run_rag("search", "long sequences", cwd=tmp_path, env=_env(seeded))
