@@ -341,16 +341,22 @@ def test_better_biblatex_extended_names_are_read(tmp_path: Path) -> None:
     assert "author = {van Gogh, Vincent and Doe, Jane and van der Berg, Piet and " in export([paper], "bibtex")
 
 
+def _snapshot(tmp_path: Path, arxiv_id: str, title: str, abstract: str) -> Path:
+    """A one-record arXiv metadata snapshot (its JSON lines, as Kaggle's file holds them)."""
+    snapshot = tmp_path / "snap.jsonl"
+    snapshot.write_text(json.dumps({
+        "id": arxiv_id, "title": title, "abstract": abstract,
+        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
+        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    return snapshot
+
+
 def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
     """pylatexenc took a bare & for a table's column separator and made it spaces: an arXiv
     abstract's "Q&A" (beside any accent or brace) read "Q A", a BibTeX journal "Science &
     Justice" lost it, and Crossref's "&amp;" and "&lt;" came out as "amp;" and "lt;"."""
-    snapshot = tmp_path / "snap.jsonl"
-    snapshot.write_text(json.dumps({
-        "id": "2301.00001", "title": "Q&A over Schr\\\"odinger equations",
-        "abstract": "We build a Q&A system for R\\&D on Schr\\\"odinger equations.",
-        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
-        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    snapshot = _snapshot(tmp_path, "2301.00001", "Q&A over Schr\\\"odinger equations",
+                         "We build a Q&A system for R\\&D on Schr\\\"odinger equations.")
     [paper] = read_file(snapshot).papers
     assert (paper.title, paper.abstract) == ("Q&A over Schrödinger equations",
                                              "We build a Q&A system for R&D on Schrödinger equations.")
@@ -365,12 +371,8 @@ def test_a_bare_ampersand_stays_an_ampersand(tmp_path: Path) -> None:
 def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
     """pylatexenc's text for \\href reads two arguments its parser never gives it: a snapshot
     record or BibTeX entry with a link was "LaTeX that cannot be read" and left out."""
-    snapshot = tmp_path / "snap.jsonl"
-    snapshot.write_text(json.dumps({
-        "id": "2301.00002", "title": "Fast Schr\\\"odinger solvers",
-        "abstract": "Code is at \\href{https://github.com/x/y_z}{this https URL}.",
-        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
-        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    snapshot = _snapshot(tmp_path, "2301.00002", "Fast Schr\\\"odinger solvers",
+                         "Code is at \\href{https://github.com/x/y_z}{this https URL}.")
     result = read_file(snapshot)
     assert not result.problems
     assert result.papers[0].abstract == "Code is at this https URL (https://github.com/x/y_z)."
@@ -383,12 +385,8 @@ def test_an_href_link_is_read_as_its_text_and_address(tmp_path: Path) -> None:
 def test_typewriter_sans_and_boxed_names_are_kept(tmp_path: Path) -> None:
     """pylatexenc dropped \\texttt{}, \\textsf{}, \\textup{}, \\textmd{} and \\mbox{} with what they
     hold: "We release \\texttt{torchgpipe}" read "We release", a BibTeX title lost its name."""
-    snapshot = tmp_path / "snap.jsonl"
-    snapshot.write_text(json.dumps({
-        "id": "2301.00003", "title": "\\texttt{torchgpipe}: pipelines for Schr\\\"odinger solvers",
-        "abstract": "We release \\texttt{torchgpipe} and \\textsf{GPipe}, built with \\LaTeX{} docs.",
-        "versions": [{"version": "v1", "created": "Mon, 2 Jan 2023 09:30:00 GMT"}],
-        "authors_parsed": [["Dirac", "P.", ""]]}) + "\n")
+    snapshot = _snapshot(tmp_path, "2301.00003", "\\texttt{torchgpipe}: pipelines for Schr\\\"odinger solvers",
+                         "We release \\texttt{torchgpipe} and \\textsf{GPipe}, built with \\LaTeX{} docs.")
     [paper] = read_file(snapshot).papers
     assert (paper.title, paper.abstract) == ("torchgpipe: pipelines for Schrödinger solvers",
                                              "We release torchgpipe and GPipe, built with LaTeX docs.")
