@@ -404,6 +404,29 @@ def test_a_browser_page_using_the_openai_js_sdk_passes_the_cors_preflight(seeded
         assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin
 
 
+def test_a_browser_mcp_client_reads_its_session_id_and_ends_the_session(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
+    # what the MCP SDK's streamable HTTP transport does from a page (the MCP Inspector's
+    # direct connection): the session id comes in a response header, which a page reads only
+    # when CORS exposes it, and the session ends with DELETE
+    origin = "http://localhost:6274"
+    settings = seeded_settings.model_copy(update={"cors_origins": origin})
+    mcp = {"Origin": origin, "Accept": "application/json, text/event-stream"}
+    with TestClient(create_app(settings, pipeline=client.app.state.pipeline)) as c:
+        resp = c.post("/mcp", headers=mcp, json={
+            "jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+                "protocolVersion": "2025-06-18", "capabilities": {},
+                "clientInfo": {"name": "page", "version": "1"}}})
+        assert resp.status_code == 200 and resp.headers["access-control-allow-origin"] == origin
+        exposed = {h.strip() for h in resp.headers["access-control-expose-headers"].lower().split(",")}
+        assert "mcp-session-id" in exposed and resp.headers["mcp-session-id"]
+        preflight = c.options("/mcp", headers={"Origin": origin, "Access-Control-Request-Method": "DELETE",
+                                               "Access-Control-Request-Headers": "mcp-session-id"})
+        assert preflight.status_code == 200, preflight.text
+        assert "DELETE" in preflight.headers["access-control-allow-methods"]
+        ended = c.delete("/mcp", headers={**mcp, "Mcp-Session-Id": resp.headers["mcp-session-id"]})
+        assert ended.status_code == 200 and ended.headers["access-control-allow-origin"] == origin
+
+
 def test_unexpected_errors_are_json_500s(seeded_settings, client: TestClient) -> None:  # type: ignore[no-untyped-def]
     from rag.errors import IndexStoreError
 

@@ -202,6 +202,18 @@ def test_chat_follow_up_uses_the_conversation(server: RagServer) -> None:
     assert "Skrull" in final["standalone_question"] and "3.76x" in final["answer"]
 
 
+def test_chat_system_messages_reach_the_model_as_under_v1(server: RagServer, behaviour) -> None:  # type: ignore[no-untyped-def]
+    ollama = behaviour()
+    conversation = [{"role": "system", "content": "Answer in French."}, {"role": "user", "content": FACT_Q}]
+    for stream in (False, True):
+        resp = httpx.post(f"{server.url}/chat", headers=AUTH, timeout=60,
+                          json={"messages": conversation, "stream": stream})
+        assert resp.status_code == 200, resp.text
+        sent = [r for r in ollama.requests if r["path"] == "/api/chat"][-1]["body"]["messages"]
+        assert "Answer in French" not in sent[0]["content"]  # rag's rules stay first
+        assert any("Answer in French" in m["content"] for m in sent[1:]), stream
+
+
 # -- the openai client -------------------------------------------------------------------------
 
 

@@ -143,6 +143,16 @@ def test_a_search_beyond_the_budget_says_how_many_more(mcp: Session) -> None:
     assert len(found["results"]) + found["more"] == 50
 
 
+def test_a_search_at_the_smallest_budget_shows_its_first_hit(mcp: Session) -> None:
+    # each passage of this query's papers is near 1,000 characters by itself
+    result = mcp.call("search_papers", query="federated learning", max_chars=1000)
+    found, text = result.structured_content, result.content[0].text
+    within(found, text, 1000)
+    assert "No papers match" not in text
+    assert found["results"][0]["label"].startswith("FedTree") and found["more"] == 9
+    assert found["results"][0]["best_sentence"].endswith("[passage cut to fit max_chars]")
+
+
 def test_indexes_resource_lists_the_index_and_its_size(mcp: Session) -> None:
     listed = json.loads(mcp.read("rag://indexes"))
     assert listed["indexes"] == [{"index": "default", "papers": 60}]

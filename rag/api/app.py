@@ -136,9 +136,11 @@ def create_app(settings: Settings, pipeline: Pipeline | None = None) -> FastAPI:
         # Any header a page of an allowed origin asks for: the openai JS SDK sends its own
         # X-Stainless-* headers (a new one every few releases), and a preflight that refused
         # one blocked every request of that page. The origin is what is trusted, not headers.
+        # A browser MCP client reads its session id from Mcp-Session-Id (hidden unless exposed)
+        # and ends the session with DELETE /mcp.
         app.add_middleware(
-            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "OPTIONS"],
-            allow_headers=["*"], max_age=600,
+            CORSMiddleware, allow_origins=origins, allow_methods=["GET", "POST", "DELETE", "OPTIONS"],
+            allow_headers=["*"], expose_headers=["Mcp-Session-Id"], max_age=600,
         )
     for module in (answers, papers, service, openai):
         app.include_router(module.router)

@@ -166,7 +166,13 @@ class RagTools:
                 hint=(f"{more} more hit(s) left out to stay within max_chars; raise max_chars, "
                       "lower k or narrow the query") if more else None)
 
-        return fit(rows, build, budget)
+        result = fit(rows, build, budget)
+        if rows and not result.results:  # a passage alone over a small budget: cut, not "no papers"
+            first, excess = rows[0], size(build(rows[:1], len(rows) - 1)) - budget
+            first.best_sentence = clip(first.best_sentence,
+                                       max(0, len(first.best_sentence) - excess - 60), "passage")
+            result = build(rows[:1], len(rows) - 1)
+        return result
 
     def ask(self, question: str, strict: bool | None, filters: dict[str, Any], index: str | None,
             budget: int) -> AskResult:

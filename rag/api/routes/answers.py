@@ -19,7 +19,8 @@ SSE_HEADERS = {"Cache-Control": "no-cache", "X-Accel-Buffering": "no"}
 
 CHAT_DESCRIPTION = (
     "The last message is the question; earlier turns condense a follow-up into a stand-alone "
-    "question. With `stream: true` the response is `text/event-stream`: `sentence` events "
+    "question; system messages reach the model as the client's preferences (rag's citation "
+    "rules still win). With `stream: true` the response is `text/event-stream`: `sentence` events "
     "`{\"delta\", \"text\", \"citations\", \"supported\", \"support\", \"quote\", \"meta\"}` as "
     "each sentence of the answer is final (cleaned, renumbered, checked; the answer text is the "
     "concatenation of the deltas), `token` events `{\"text\"}` carrying the same deltas (for "
@@ -56,11 +57,14 @@ async def ask(body: AskRequest, pipeline: PipelineDep, executor: ExecutorDep,
 async def chat(body: ChatRequest, pipeline: PipelineDep, executor: ExecutorDep,
                request: Request) -> Any:
     question, history = split_conversation([(m.role, m.content) for m in body.messages])
+    # system messages reach the model as the client's preferences, as under /v1
+    instructions = "\n".join(m.content for m in body.messages if m.role == "system" and m.content.strip())
     if not body.stream:
         ans = await relay.answer(executor, pipeline, question, body.options(), request,
-                                 history=history)
+                                 history=history, instructions=instructions or None)
         return ans.to_public()
-    events = relay.events(executor, pipeline, question, body.options(), history=history)
+    events = relay.events(executor, pipeline, question, body.options(), history=history,
+                          instructions=instructions or None)
     first = await anext(events)  # an error before the first event is a plain JSON error
     return StreamingResponse(_chat_stream(first, events), media_type="text/event-stream",
                              headers=SSE_HEADERS)
