@@ -106,6 +106,16 @@ def test_export_beyond_the_budget_names_the_rest(mcp: Session, retriever) -> Non
     assert 0 < out["count"] < len(ids) and out["remaining_ids"] == ids[out["count"]:]
 
 
+def test_an_export_budget_too_small_for_one_paper_says_how_much_it_needs(mcp: Session) -> None:
+    # it answered count 0, an empty text and every id "to export in another call", which
+    # failed the same way
+    message = mcp.error("export_citations", paper_ids=[DYNAPIPE, SKRULL], format="bibtex", max_chars=1000)
+    needed = int(message.split("raise max_chars to at least ")[1].split(")")[0].replace(",", ""))
+    assert "max_chars 1,000 is too small for one paper's bibtex export" in message
+    out = mcp.ok("export_citations", paper_ids=[DYNAPIPE, SKRULL], format="bibtex", max_chars=needed)
+    assert out["count"] == 1 and out["text"].startswith("@") and out["remaining_ids"] == [SKRULL]
+
+
 def test_all_papers_are_listed_exactly_once_across_pages(mcp: Session, retriever) -> None:  # type: ignore[no-untyped-def]
     for budget in (8000, 1000):
         seen: list[str] = []
@@ -262,7 +272,8 @@ def test_paper_resource_takes_a_doi_and_says_which_paper_is_unknown(mcp: Session
                 "paper://10.1145%2F3627703.3629585", f"paper://arXiv:{DYNAPIPE}v2"):
         assert "DynaPipe" in mcp.read(uri), uri
     for uri, says in (("paper://nope", "no paper with id, arXiv id or DOI 'nope' in the index "
-                                       "(find papers with search_papers or list_papers)"),
+                                       "'default' (find papers with search_papers or list_papers, "
+                                       "and pass the same `index`)"),
                       ("paper://", "the paper id is empty")):
         with pytest.raises(MCPError) as caught:
             mcp.read(uri)

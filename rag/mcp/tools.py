@@ -57,7 +57,7 @@ def _words(text: str) -> str:
     return " ".join(_NOT_WORD.sub(" ", unicodedata.normalize("NFKC", text).lower()).split())
 
 
-def find_paper(retriever: Retriever, ident: str) -> Paper:
+def find_paper(retriever: Retriever, ident: str, index: str) -> Paper:
     """A paper by the index's id, its arXiv id, its DOI or another identifier it has
     (rag.retrieve.metadata.find_paper)."""
     ident = ident.strip()
@@ -65,8 +65,10 @@ def find_paper(retriever: Retriever, ident: str) -> Paper:
         raise InputError("the paper id is empty", "give a paper id, arXiv id or DOI")
     paper = lookup_paper(retriever.snapshot(), ident)
     if paper is None:
-        raise InputError(f"no paper with id, arXiv id or DOI {quoted(ident)} in the index",
-                         "find papers with search_papers or list_papers")
+        # the index named: a paper found with index="pubmedqa", then looked up without it,
+        # was "not in the index" with nothing to say which
+        raise InputError(f"no paper with id, arXiv id or DOI {quoted(ident)} in the index {quoted(index)}",
+                         "find papers with search_papers or list_papers, and pass the same `index`")
     return paper
 
 
@@ -190,7 +192,7 @@ class RagTools:
         return _shrink(result, budget)
 
     def get_paper(self, paper_id: str, budget: int, index: str | None = None) -> PaperRecord:
-        p = find_paper(self.pipeline(index).retriever, paper_id)
+        p = find_paper(self.pipeline(index).retriever, paper_id, index or self.settings.index)
         record = PaperRecord(**{**PaperRef.of(p).model_dump(), "abstract": p.abstract,
                                 "authors": p.authors, "journal_ref": p.journal_ref, "date": p.date,
                                 "categories": p.categories, "source": p.source})
@@ -207,14 +209,22 @@ class RagTools:
         if not paper_ids:
             raise InputError("no paper ids given", "pass the ids of the papers to export")
         retriever = self.pipeline(index).retriever
-        papers = list({p.paper_id: p for p in (find_paper(retriever, i) for i in paper_ids)}.values())
+        name = index or self.settings.index
+        papers = list({p.paper_id: p for p in (find_paper(retriever, i, name) for i in paper_ids)}.values())
 
         def build(kept: Sequence[Paper], more: int) -> ExportResult:
             return ExportResult(format=fmt, count=len(kept),  # type: ignore[arg-type]
                                 text=export(list(kept), fmt, retriever.snapshot().papers.values()),
                                 remaining_ids=[p.paper_id for p in papers[len(kept):]])
 
-        return fit(papers, build, budget)
+        result = fit(papers, build, budget)
+        if not result.count:
+            # not one paper fits: an empty export that names every id to export "in another
+            # call" would only fail again
+            needed = size(build(papers[:1], len(papers) - 1))
+            raise InputError(f"max_chars {budget:,} is too small for one paper's {fmt} export "
+                             f"({needed:,} characters)", f"raise max_chars to at least {needed:,}")
+        return result
 
     def list_papers(self, filters: dict[str, Any], cursor: str | None, index: str | None,
                     budget: int) -> PaperPage:
