@@ -85,8 +85,8 @@ class SourceChooser:
         list_q = is_list_question(question)
         if list_q and not (filters and filters.active()):
             question, filters = self._appeared(question, filters)
-            snap = self.retriever.snapshot()
-            if filters and filters.active() and not self.retriever.filtered(snap, filters)[0]:
+            if filters and filters.active() and not self.retriever.filtered(
+                    self.retriever.snapshot(), filters)[0]:
                 return Selection([], list_q, 0, unmatched=filters)
         decision = self.decide(question, filters, list_q, with_model)
         decision = self._authored(question, decision, filters) or decision
