@@ -7,24 +7,26 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answering.questions import (
+from rag.answering.asked import (
     asked_acronyms,
-    asks_only_for_authors_papers,
-    compared_in,
     count_in,
-    defined_term,
     evaluated_in,
     expansion_in,
     factor_in,
+    link_in,
+    spelled_out,
+)
+from rag.answering.questions import (
+    asks_only_for_authors_papers,
+    compared_in,
+    defined_term,
     introduced_names,
     is_acronym,
     is_list_question,
-    link_in,
     long_forms,
     mentions_name,
     names_related,
     publication_asked,
-    spelled_out,
 )
 from rag.corpus.acronyms import acronym_pattern
 from rag.corpus.paper import Paper

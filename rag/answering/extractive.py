@@ -7,22 +7,18 @@ from __future__ import annotations
 
 import numpy as np
 
+from rag.answering.asked import LINK_ASK, count_in, evaluated_in, link_in, spelled_out
 from rag.answering.metadata import metadata_answer
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
-    LINK_ASK,
     asks_for_summary,
     compared_in,
-    count_in,
-    evaluated_in,
     figure_test,
     introduced_names,
-    link_in,
     mentions_name,
     name_test,
     names_related,
-    spelled_out,
     topic_of,
     without_names,
 )
