@@ -11,29 +11,31 @@ from __future__ import annotations
 import re
 from dataclasses import dataclass
 
+from rag.answering.asked import (
+    asked_acronyms,
+    count_in,
+    evaluated_in,
+    expansion_in,
+    factor_in,
+    link_in,
+    spelled_out,
+)
 from rag.answering.questions import (
     COMPARES,
     EXPANSION,
     PUBLISHED_CUE,
     WHO_WROTE,
-    asked_acronyms,
     asks_for_authors,
     asks_for_summary,
     asks_only_for_authors_papers,
     asks_only_for_published,
     compared_in,
-    count_in,
     defined_term,
-    evaluated_in,
-    expansion_in,
-    factor_in,
     figure_test,
     is_list_question,
-    link_in,
     name_test,
     names_related,
     publication_asked,
-    spelled_out,
     term_words,
     topic_of,
 )
@@ -102,9 +104,10 @@ class SourceChooser:
             decision = self._plainly_asked(question, decision)
         # A list cites every member (more than k when more papers match); a fact the k best.
         chosen = decision.members if list_q else decision.members[:k]
-        if not list_q:
-            self.prime([h.paper for h in chosen])
         named = set(decision.named)
+        if not list_q:
+            chosen = _as_named(question, chosen, named)
+            self.prime([h.paper for h in chosen])
         # Relevance 1 marks a paper the question names (by name or by its record's fields):
         # the writers answer about that paper first.
         sources = [Source(i, h.paper, 1.0 if h.paper.paper_id in named else h.relevance)
@@ -330,3 +333,19 @@ def _ranked(found: list[Paper], decision: Decision) -> list[PaperHit]:
     hits = {h.paper.paper_id: h for h in decision.members}
     return [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0)
             for p in sorted(found, key=lambda p: -decision.scores.get(p.paper_id, 0.0))]
+
+
+def _as_named(question: str, chosen: list[PaperHit], named: set[str]) -> list[PaperHit]:
+    """The papers a fact question names first, in the order it names them: "How much faster
+    does MegaBlocks train MoEs compared with Tutel?" asks about MegaBlocks, whichever of the
+    two retrieval ranks higher (a model was given Tutel as source 1)."""
+    def at(hit: PaperHit) -> int:
+        p = hit.paper
+        found = [i for name in {short_label(p.title, p.label), p.label}
+                 if (i := question.lower().find(name.lower())) >= 0]
+        return min(found, default=len(question))
+
+    if sum(h.paper.paper_id in named for h in chosen) < 2:
+        return chosen
+    return sorted(chosen, key=lambda h: (h.paper.paper_id not in named, at(h) if h.paper.paper_id in named else 0))
+
