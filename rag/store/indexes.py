@@ -75,10 +75,18 @@ def built_from(settings: Settings, client: Any, own: str = "") -> list[str]:
     files: set[str] = set()
     for name in collection_names(client):
         if name != own and pattern.fullmatch(name):
-            got = client.get_collection(name, embedding_function=None).get(
-                where={"chunk": 0}, include=["metadatas"])
-            files.update(str(m["source_path"]) for m in got["metadatas"] or [] if m.get("source_path"))
+            collection = client.get_collection(name, embedding_function=None)
+            # in pages: a first chunk's metadata holds its paper's whole record
+            for start in range(0, collection.count(), PAGE):
+                got = collection.get(where={"chunk": 0}, include=["metadatas"], limit=PAGE, offset=start)
+                metas = got["metadatas"] or []
+                files.update(str(m["source_path"]) for m in metas if m.get("source_path"))
+                if len(metas) < PAGE:
+                    break
     return sorted(files)
+
+
+PAGE = 5000
 
 
 def missing(settings: Settings, client: Any, names: list[str]) -> IndexStoreError:
