@@ -9,6 +9,7 @@ nothing here compares a score with a hand-picked constant.
 from __future__ import annotations
 
 import re
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass
 
 from rag.answering.asked import (
@@ -184,8 +185,7 @@ class SourceChooser:
         states = figure_test(topic_of(question))
         if states is None:
             return None
-        found = [p for p in self.retriever.snapshot().papers.values()
-                 if states(p.abstract) and (filters is None or filters.accepts(p))]
+        found = _papers_stating(states, self.retriever.snapshot().papers.values(), filters)
         return Decision(bool(found), decision.p_answerable, _ranked(found, decision), decision.scores,
                         decision.named)
 
@@ -198,8 +198,7 @@ class SourceChooser:
         if states is None:
             return None
         snap = self.retriever.snapshot().papers
-        among = [snap[i] for i in decision.named if i in snap] or list(snap.values())
-        found = [p for p in among if states(p.abstract) and (filters is None or filters.accepts(p))]
+        found = _papers_stating(states, [snap[i] for i in decision.named if i in snap] or snap.values(), filters)
         if not found:
             return None
         ranked = _ranked(found, decision)
@@ -333,6 +332,11 @@ def _ranked(found: list[Paper], decision: Decision) -> list[PaperHit]:
     hits = {h.paper.paper_id: h for h in decision.members}
     return [hits.get(p.paper_id) or PaperHit(p, 0.0, 0.0)
             for p in sorted(found, key=lambda p: -decision.scores.get(p.paper_id, 0.0))]
+
+
+def _papers_stating(states: Callable[[str], bool], papers: Iterable[Paper], filters: Filters | None) -> list[Paper]:
+    """The papers (within the filters) whose abstract states a figure (`figure_test`)."""
+    return [p for p in papers if states(p.abstract) and (filters is None or filters.accepts(p))]
 
 
 def _as_named(question: str, chosen: list[PaperHit], named: set[str]) -> list[PaperHit]:
