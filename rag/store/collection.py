@@ -27,6 +27,7 @@ from rag.errors import IndexStoreError, RagError
 from rag.store import format as store_format
 from rag.store import indexes, space
 from rag.store.format import CHUNK_RECIPE
+from rag.store.imports import import_chromadb
 from rag.store.indexes import collection_name
 
 log = logging.getLogger(__name__)
@@ -114,7 +115,7 @@ class _Guarded:
 
 
 def _client(settings: Settings) -> Any:
-    import chromadb
+    chromadb = import_chromadb()
     from chromadb.config import Settings as ChromaSettings
 
     from rag.store.check import check_segments
