@@ -261,6 +261,20 @@ def test_changed_abstract_replaces_its_chunks(tmp_path: Path, fresh_settings: Se
     assert paper is not None and paper.label == "Zeugma"
 
 
+def test_an_ingest_moves_the_index_version_once_at_each_end(tmp_path: Path, fresh_settings: Settings) -> None:
+    # A running server reads the index again whenever its version moves: an ingest of many
+    # writes (one per group of papers) moves it when it starts and when it ends, not per write.
+    settings = fresh_settings.model_copy(update={"embed_batch": 1})  # a write per 16 texts
+    first = ingest([SEEDS / "004_45b4c899aff0502c.txt"], settings, show_progress=False)
+    start = Store(settings).version
+    more = ingest([SEEDS / "000_1d593446947ebb0f.txt"], settings, show_progress=False)
+    assert more.new > 1 and more.chunks + more.sentences > 16 * 3  # several writes
+    assert Store(settings).version == start + 2
+    again = ingest([SEEDS / "000_1d593446947ebb0f.txt"], settings, show_progress=False)
+    assert (again.new, again.changed) == (0, 0) and first.new
+    assert Store(settings).version == start + 2  # nothing written: nothing moved
+
+
 def test_changed_abstract_without_an_id_replaces_the_old_paper(
         tmp_path: Path, fresh_settings: Settings) -> None:
     dump = tmp_path / "lines.txt"

@@ -109,6 +109,9 @@ def _build(store: Store, cache: Path) -> Snapshot:
                 shutil.rmtree(old)
             else:
                 old.unlink(missing_ok=True)
+        for left in cache.parent.glob(f".building-{store.name}-v*"):  # by a process killed then
+            if left != building and not _alive(left.name.rsplit("-", 1)[-1]):
+                shutil.rmtree(left, ignore_errors=True)
         try:
             building.replace(cache)
         except OSError:  # another process cached this version first
@@ -120,6 +123,16 @@ def _build(store: Store, cache: Path) -> Snapshot:
         log.warning("could not cache the BM25 index: %s", exc)
     shutil.rmtree(building, ignore_errors=True)
     return snapshots.temporary(store, _lookups)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _fuse(rankings: list[list[str]]) -> dict[str, float]:
