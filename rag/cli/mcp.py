@@ -50,7 +50,8 @@ def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple
     `list_papers`."""
     from rag.api.app import load_pipeline
     from rag.cli import _ask_options
-    from rag.mcp.server import Notes, build, run_stdio
+    from rag.mcp.server import Notes, build
+    from rag.mcp.stdio import run_stdio
     from rag.mcp.tools import RagTools
     from rag.watch import awatch, sync, tell
 
