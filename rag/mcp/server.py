@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -139,12 +140,15 @@ class Notes:
 
     def __init__(self) -> None:
         self.pending: list[str] = []
+        self._lock = threading.Lock()  # added from the watcher's thread, taken in the loop
 
     def add(self, text: str) -> None:
-        self.pending.append(text)
+        with self._lock:
+            self.pending.append(text)
 
     def take(self) -> list[str]:
-        taken, self.pending = self.pending, []
+        with self._lock:
+            taken, self.pending = self.pending, []
         return taken
 
 
