@@ -134,10 +134,11 @@ def sync(paths: Iterable[Path], settings: Settings, store: Store | None = None,
 
 
 def _vanished(root: Path, papers: int, prune: bool) -> str:
-    what = "holds no abstract files" if root.is_dir() else "is gone (deleted or moved)"
+    what, back = (("holds no abstract files", "its files are") if root.is_dir()
+                  else ("is gone (deleted or moved)", "it is"))
     if prune:
         return f"{root} {what}: its {papers} paper(s) left the index (--prune)"
-    return (f"{root} {what}: its {papers} paper(s) stay in the index until it is back "
+    return (f"{root} {what}: its {papers} paper(s) stay in the index until {back} back "
             "(watch with --prune to remove them)")
 
 
