@@ -194,8 +194,9 @@ def _gunzip(data: bytes, source: str) -> bytes:
 def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
             restrict: Restrict | None) -> FileResult:
     source = result.source
+    at = str(result.path.resolve())
     for i, paper in enumerate(papers, 1):
-        paper.source, paper.position = source, i
+        paper.source, paper.position, paper.located = source, i, {source: at}
         paper.format = paper.format or result.layout
         if len(paper.abstract) > MAX_ABSTRACT_CHARS:
             problems.append(ParseError(
