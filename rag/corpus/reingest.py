@@ -195,7 +195,7 @@ def removed(chunk_sources: dict[str, str], stored: dict[str, Paper], papers: lis
                 said.append(f"PMID {pmid}: {pid} kept, as {', '.join(other_libraries(known))} also hold(s) it")
         elif all(read.whole(known, str(e.get("source"))) for e in entries(known)) or gone(known, source):
             out.add(pid)  # a paper merged from several files stays while a file not read now holds it
-    return out, said
+    return out, sorted(said)  # by PMID, whatever order the index holds them in
 
 
 def records_in_order(results: Sequence[FileResult]) -> tuple[list[Paper], set[str]]:
