@@ -8,8 +8,6 @@ chunks are replaced; a re-ingested file's vanished papers are removed.
 from __future__ import annotations
 
 import contextlib
-import fcntl
-import sys
 import time
 from collections import defaultdict
 from collections.abc import Callable, Iterator
@@ -31,6 +29,7 @@ from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
 from rag.store.indexes import built_from, built_otherwise, built_with_others, collection_names
+from rag.store.lock import ingest_lock
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -76,30 +75,6 @@ class IngestReport:
 
     def left_out_text(self) -> str:
         return ", ".join(f"{n:,} {why}" for why, n in self.left_out.items())
-
-
-@contextlib.contextmanager
-def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
-    """One writer at a time per data directory; a second ingest waits, saying so."""
-    try:
-        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private (README: Security)
-        lock = open(settings.home / "ingest.lock", "a")  # noqa: SIM115 (closed below)
-    except OSError as exc:  # a read-only or unreachable data directory
-        raise IndexStoreError(
-            f"cannot write to the data directory {settings.home}: {exc.strerror or exc}",
-            "make it writable, or point RAG_HOME at a writable directory",
-        ) from None
-    with lock as fh:
-        try:
-            fcntl.flock(fh, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            if not wait:
-                raise IndexStoreError(
-                    f"another ingest is writing to {settings.home}", "wait for it to finish"
-                ) from None
-            print(f"waiting for another ingest into {settings.home} to finish…", file=sys.stderr)
-            fcntl.flock(fh, fcntl.LOCK_EX)
-        yield
 
 
 def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None,
@@ -248,45 +223,54 @@ def ingest(
         gone = update.removed
         report.removed = len(gone)
 
-        if todo:
-            splitter = _splitter(settings)
-            embedder = ingest_embedder(settings)
-            planned = {src: [(p, make_chunks(p, splitter)) for p in ps] for src, ps in todo.items()}
-            sentences = {p.paper_id: split_sentences(p.abstract) or [p.abstract]
-                         for ps in todo.values() for p in ps}
-            derive = store.settings.chunk_vectors == "sentences"  # the index's own kind
-            weights = {p.paper_id: chunk_weights(p.abstract, p.title, [c.text for c in cs],
-                                                  sentences[p.paper_id]) if derive else None
-                       for items in planned.values() for p, cs in items}
-            total = sum(_model_texts(p, cs, weights[p.paper_id]) for items in planned.values()
-                        for p, cs in items) + sum(len(v) for v in sentences.values())
-            # Papers are embedded in groups of GROUP_BATCHES batches (in order, whatever file
-            # they come from: per-file calls on seeds/' five files cost 40% more; within a
-            # group texts are sorted by length, so batches carry little padding) and each is
-            # written in one store.write, in a second thread while the next group embeds
-            # (onnxruntime and Chroma's inserts release the GIL). A paper is stored whole or
-            # not at all (Store.write), so a killed ingest resumes at the first missing one.
-            with progress(total, f"embedding ({embedder.device})", enabled=show_progress) as bar, \
-                    ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-write") as writer:
-                pending: Future[None] | None = None
-                for group in _groups(planned, sentences, settings.embed_batch * GROUP_BATCHES):
-                    rows, sent_rows = _embed_group(group, sentences, weights, embedder,
-                                                   settings.embed_batch, bar)
-                    if pending:
-                        pending.result()  # the previous group is stored (or its error raised)
-                    pending = writer.submit(store.write, rows, sentences=sent_rows)
-                    report.chunks += sum(len(c) for _, c, _ in rows)
-                    report.sentences += sum(len(t) for _, t, _ in sent_rows)
-                if pending:
-                    pending.result()
-        if rewritten:
-            store_format.rewrite(store, rewritten)
-        if gone:
-            store.write([], delete_papers=gone)
+        # One version bump for the whole ingest (Store.writing), none when nothing changes.
+        with store.writing() if todo or rewritten or gone else contextlib.nullcontext():
+            if todo:
+                _store(todo, store, settings, set(states), show_progress, report)
+            if rewritten:
+                store_format.rewrite(store, rewritten)
+            if gone:
+                store.write([], delete_papers=gone)
         if owned:
             store.close()
     report.seconds = time.perf_counter() - started
     return report
+
+
+def _store(todo: dict[str, list[Paper]], store: Store, settings: Settings, stored: set[str],
+           show_progress: bool, report: IngestReport) -> None:
+    """Chunk, embed and write the papers to do (`stored`: the ids the store holds already)."""
+    splitter = _splitter(settings)
+    embedder = ingest_embedder(settings)
+    planned = {src: [(p, make_chunks(p, splitter)) for p in ps] for src, ps in todo.items()}
+    sentences = {p.paper_id: split_sentences(p.abstract) or [p.abstract]
+                 for ps in todo.values() for p in ps}
+    derive = store.settings.chunk_vectors == "sentences"  # the index's own kind
+    weights = {p.paper_id: chunk_weights(p.abstract, p.title, [c.text for c in cs],
+                                          sentences[p.paper_id]) if derive else None
+               for items in planned.values() for p, cs in items}
+    total = sum(_model_texts(p, cs, weights[p.paper_id]) for items in planned.values()
+                for p, cs in items) + sum(len(v) for v in sentences.values())
+    # Papers are embedded in groups of GROUP_BATCHES batches (in order, whatever file
+    # they come from: per-file calls on seeds/' five files cost 40% more; within a
+    # group texts are sorted by length, so batches carry little padding) and each is
+    # written in one store.write, in a second thread while the next group embeds
+    # (onnxruntime and Chroma's inserts release the GIL). A paper is stored whole or
+    # not at all (Store.write), so a killed ingest resumes at the first missing one.
+    with progress(total, f"embedding ({embedder.device})", enabled=show_progress) as bar, \
+            ThreadPoolExecutor(max_workers=1, thread_name_prefix="rag-write") as writer:
+        pending: Future[None] | None = None
+        for group in _groups(planned, sentences, settings.embed_batch * GROUP_BATCHES):
+            rows, sent_rows = _embed_group(group, sentences, weights, embedder,
+                                           settings.embed_batch, bar)
+            if pending:
+                pending.result()  # the previous group is stored (or its error raised)
+            pending = writer.submit(store.write, rows, sentences=sent_rows,
+                                   new=not stored & {p.paper_id for p, _, _ in rows})
+            report.chunks += sum(len(c) for _, c, _ in rows)
+            report.sentences += sum(len(t) for _, t, _ in sent_rows)
+        if pending:
+            pending.result()
 
 
 def _model_texts(paper: Paper, chunks: list[Chunk], weights: np.ndarray | None) -> int:

@@ -261,6 +261,53 @@ def test_changed_abstract_replaces_its_chunks(tmp_path: Path, fresh_settings: Se
     assert paper is not None and paper.label == "Zeugma"
 
 
+def test_an_ingest_moves_the_index_version_once_at_each_end(tmp_path: Path, fresh_settings: Settings) -> None:
+    # A running server reads the index again whenever its version moves: an ingest of many
+    # writes (one per group of papers) moves it when it starts and when it ends, not per write.
+    settings = fresh_settings.model_copy(update={"embed_batch": 1})  # a write per 16 texts
+    first = ingest([SEEDS / "004_45b4c899aff0502c.txt"], settings, show_progress=False)
+    start = Store(settings).version
+    more = ingest([SEEDS / "000_1d593446947ebb0f.txt"], settings, show_progress=False)
+    assert more.new > 1 and more.chunks + more.sentences > 16 * 3  # several writes
+    assert Store(settings).version == start + 2
+    again = ingest([SEEDS / "000_1d593446947ebb0f.txt"], settings, show_progress=False)
+    assert (again.new, again.changed) == (0, 0) and first.new
+    assert Store(settings).version == start + 2  # nothing written: nothing moved
+
+
+def test_a_running_reader_reads_the_index_again_once_per_ingest_not_per_write(
+        tmp_path: Path, fresh_settings: Settings, monkeypatch: pytest.MonkeyPatch) -> None:
+    # What a running `rag serve` or `rag mcp` does: between an ingest's writes it answers, and
+    # reads the whole index again (its snapshot) whenever the index's version has moved.
+    import rag.retrieve.hybrid as hybrid
+    import rag.store.collection as collection
+    from rag.retrieve.hybrid import Retriever
+
+    settings = fresh_settings.model_copy(update={"embed_batch": 1})  # a write per 16 texts
+    ingest([S004], settings, show_progress=False)
+    monkeypatch.setattr(collection, "VERSION_TTL", -1.0)  # the reader sees each move at once
+    reader = Retriever(settings, Store(settings))
+    before = len(reader.snapshot().papers)
+    builds: list[int] = []
+    build = hybrid.snapshots.build
+    monkeypatch.setattr(hybrid.snapshots, "build",
+                        lambda store, *a: (builds.append(store.version), build(store, *a))[1])
+    writes: list[int] = []
+    write = Store.write
+
+    def write_then_read(self: Store, *a, **k) -> None:  # type: ignore[no-untyped-def]
+        write(self, *a, **k)
+        writes.append(1)
+        reader.snapshot()
+
+    monkeypatch.setattr(Store, "write", write_then_read)
+    report = ingest([S000], settings, show_progress=False)
+    assert report.new > 1 and len(writes) >= 3
+    assert len(builds) == 1  # once, at the first write; not after each of the others
+    assert len(reader.snapshot().papers) == before + report.new  # once more at the end
+    assert len(builds) == 2
+
+
 def test_changed_abstract_without_an_id_replaces_the_old_paper(
         tmp_path: Path, fresh_settings: Settings) -> None:
     dump = tmp_path / "lines.txt"

@@ -11,8 +11,9 @@ against its own paper's abstract before it is shown.
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Iterable
+from collections.abc import Callable, Container, Iterable
 from dataclasses import dataclass, field
+from typing import TYPE_CHECKING
 
 import numpy as np
 
@@ -22,11 +23,13 @@ from rag.answering.names import CorpusNames
 from rag.answering.questions import introduced_names, names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 from rag.corpus.paper import Paper
-from rag.corpus.text import short_label
 from rag.judge import Judge, strip_markers
 from rag.prompts import Template
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
+
+if TYPE_CHECKING:
+    from rag.retrieve.snapshot import Snapshot
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
 MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
@@ -108,7 +111,8 @@ def quoted(name: str) -> str:
     return f"“{escaped}”"
 
 
-def _names_in_runs(question: str, named: list[str], known: set[str], every_run: bool = False) -> list[str]:
+def _names_in_runs(question: str, named: list[str], known: Container[str],
+                   every_run: bool = False) -> list[str]:
     """Names in the question's runs of names ("Skrull, Zorblax and HEAT") that the index does
     not know, in a run that also names a paper it knows (`every_run`: in any run, for a
     comparison the abstracts found nothing for). Known names are matched whole first:
@@ -131,6 +135,22 @@ def _names_in_runs(question: str, named: list[str], known: set[str], every_run: 
     return missing
 
 
+class _Known:
+    """The names the index knows (lower-cased), and those found introduced in its abstracts."""
+
+    def __init__(self, names: Container[str]) -> None:
+        self.names, self.extra = names, set[str]()
+
+    def __contains__(self, name: object) -> bool:
+        return name in self.extra or name in self.names
+
+
+def _holding(snap: Snapshot, candidates: list[str]) -> list[Paper]:
+    """The papers whose abstract holds a candidate name at all, in index order: the only ones
+    that can introduce it."""
+    return snap.papers_containing(candidates) if candidates else []
+
+
 def _introducing(candidates: list[str], papers: Iterable[Paper]) -> dict[str, tuple[str, list[Paper]]]:
     """For each name (lower-case) that papers introduce their work by in their abstract ("we
     propose AdaQP"): the name as written, and those papers."""
@@ -147,14 +167,15 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
          members: Callable[[], list[PaperHit]], filters: Filters | None = None) -> Plan:
     """Rows for the named papers in the order named (those the filters accept), else for the
     papers `members` finds on the question's topic (as for "which papers" questions)."""
-    known = {n.lower() for n in names.known}
+    known = _Known(names.known)
     # "Compare AdaQP and Sylvie": a name an abstract introduces its work by, under a title
     # that gives another ("Adaptive Message Quantization and ..."), names that paper; it was
     # said not to be in the index
-    introducing = _introducing(_names_in_runs(question, names.mentioned(question), known, every_run=True),
-                               retriever.snapshot().papers.values())
+    candidates = _names_in_runs(question, names.mentioned(question), known, every_run=True)
+    snap = retriever.snapshot()
+    introducing = _introducing(candidates, _holding(snap, candidates))
     named = sorted([*names.mentioned(question), *introducing], key=lambda n: question.lower().find(n))
-    known |= set(introducing)
+    known.extra |= set(introducing)
 
     def display(name: str) -> str:
         return introducing[name][0] if name in introducing else names.display(name)
@@ -168,8 +189,10 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
         papers: dict[str, list[Paper]] = {n: list(found) for n, (_, found) in introducing.items()}
-        for p in retriever.snapshot().papers.values():
-            papers.setdefault(short_label(p.title, p.label).lower(), []).append(p)
+        going = names.papers_named(named)
+        records = snap.papers.many([pid for ids in going.values() for pid in ids])
+        for name, ids in going.items():
+            papers.setdefault(name, []).extend(records[pid] for pid in ids if pid in records)
         relevance = {s.paper.paper_id: s.relevance for s in chosen}
         for name in named:
             going_by = papers.get(name, [])

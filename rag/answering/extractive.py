@@ -14,6 +14,7 @@ from rag.answering.questions import (
     EXPANSION,
     asks_for_summary,
     compared_in,
+    definition_marks,
     figure_test,
     introduced_names,
     mentions_name,
@@ -49,7 +50,8 @@ class ExtractiveWriter:
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
         related = names_related(topic)  # "compare against Megatron-LM": where each names it
-        names_it = name_test(related, [p.abstract for p in self.retriever.snapshot().papers.values()]
+        defining = self.retriever.snapshot().papers_containing(definition_marks(related)) if related else []
+        names_it = name_test(related, [p.abstract for p in defining]
                              ) if related else figure_test(topic)  # "report a 2.5x speedup": where
         lines = []
         self.relevance.prime([s.paper for s in sources])

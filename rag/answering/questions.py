@@ -3,7 +3,7 @@
 from __future__ import annotations
 
 import re
-from collections.abc import Callable, Collection
+from collections.abc import Callable, Collection, Container
 
 from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms, singular
 from rag.corpus.paper import Paper
@@ -170,7 +170,7 @@ _YEAR_AFTER = re.compile(r"\b(?:from|in|since|during|published|appeared|presente
                          r"(?:in\s+)?(?:the\s+)?(?:year\s+)?((?:19|20)\d{2})(?![\d.])", re.I)
 
 
-def publication_asked(question: str, venue_words: Collection[str]) -> tuple[set[str], set[int]]:
+def publication_asked(question: str, venue_words: Container[str]) -> tuple[set[str], set[int]]:
     """Where and when the papers a list asks for appeared, when the question says so beside
     its topic ("Which MLSys 2023 papers are about GNNs?" -> {"mlsys"}, {2023}): a venue word
     of the index written as a name with two capitals at least ("MLSys", "AAAI", "ICCV'23"; a
@@ -275,7 +275,7 @@ def defined_term(topic: str, texts: Collection[str]) -> list[str]:
     return sorted(a for a, n in found.items() if n == top)
 
 
-def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]:
+def name_test(names: list[str], texts: Collection[str]) -> Needled:
     """A test of whether a text names any of `names` as written; an acronym also by the long
     form `texts` (the index's abstracts) define for it: "Which works study FL?" is answered
     by papers on federated learning that never write "FL"."""
@@ -294,7 +294,25 @@ def name_test(names: list[str], texts: Collection[str]) -> Callable[[str], bool]
     def names_any(text: str) -> bool:
         return any(any(x in text for x in needles) and p.search(text) for needles, p in patterns) \
             or any(mentions_name(n, text) for n in plain)
-    return names_any
+    return Needled(names_any, [x for needles, _ in patterns for x in needles] + plain)
+
+
+class Needled:
+    """A test of a text whose every match holds one of `needles`: an index finds the texts
+    that can match by the needles (rag.retrieve.snapshot.Snapshot.papers_containing) and
+    tests only those."""
+
+    def __init__(self, test: Callable[[str], bool], needles: list[str]) -> None:
+        self.test, self.needles = test, needles
+
+    def __call__(self, text: str) -> bool:
+        return self.test(text)
+
+
+def definition_marks(names: list[str]) -> list[str]:
+    """What a text that defines one of these acronyms holds ("(FL)", "(FLs)"): the texts
+    `name_test` needs to find their long forms (rag.corpus.acronyms.long_forms)."""
+    return [f"({singular(n)}{s})" for n in names if is_acronym(n) for s in ("", "s")]
 
 
 # A figure with its unit: "2.5x", "4.5X", "3×", "10 times", "30%", "30 percent".
@@ -304,7 +322,7 @@ _BOUND = re.compile(r"(?:\b(?:above|over|more than|greater than|higher than|at l
                     r"less than|below|under|up to|beyond|exceeding)|[<>≥≤])\s*$", re.I)
 
 
-def figure_test(topic: str) -> Callable[[str], bool] | None:
+def figure_test(topic: str) -> Needled | None:
     """"Which papers report a 2.5x speedup?": a test of whether a text states the topic's
     figures (the same number, with a unit of the same kind: "2.5X faster" states "2.5x");
     None when the topic gives no figure."""
@@ -318,7 +336,8 @@ def figure_test(topic: str) -> Callable[[str], bool] | None:
     if not wanted:
         return None
     # the number's digits first: a regex over every abstract of a large index costs seconds
-    return lambda text: any(number in text and p.search(text) for number, p in wanted)
+    return Needled(lambda text: any(number in text and p.search(text) for number, p in wanted),
+                   [number for number, _ in wanted])
 
 
 def mentions_name(name: str, text: str, compound: bool = True) -> bool:

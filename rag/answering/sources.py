@@ -32,6 +32,7 @@ from rag.answering.questions import (
     asks_only_for_published,
     compared_in,
     defined_term,
+    definition_marks,
     figure_test,
     is_list_question,
     name_test,
@@ -185,7 +186,7 @@ class SourceChooser:
         states = figure_test(topic_of(question))
         if states is None:
             return None
-        found = _papers_stating(states, self.retriever.snapshot().papers.values(), filters)
+        found = _papers_stating(states, self.retriever.snapshot().papers_containing(states.needles), filters)
         return Decision(bool(found), decision.p_answerable, _ranked(found, decision), decision.scores,
                         decision.named)
 
@@ -197,8 +198,10 @@ class SourceChooser:
         states = figure_test(question)
         if states is None:
             return None
-        snap = self.retriever.snapshot().papers
-        found = _papers_stating(states, [snap[i] for i in decision.named if i in snap] or snap.values(), filters)
+        snap = self.retriever.snapshot()
+        named = snap.papers.many(decision.named)
+        found = _papers_stating(states, [named[i] for i in decision.named if i in named]
+                                or snap.papers_containing(states.needles), filters)
         if not found:
             return None
         ranked = _ranked(found, decision)
@@ -220,18 +223,19 @@ class SourceChooser:
         # if anywhere (a scan of every abstract would cost 0.5 s at 100,000, on every list).
         term: list[str] = []
         if not names and term_words(topic):
-            snap = self.retriever.snapshot().papers
-            term = defined_term(topic, [snap[i].abstract for i in decision.scores if i in snap])
+            pool = self.retriever.snapshot().papers.many(decision.scores)
+            term = defined_term(topic, [pool[i].abstract for i in decision.scores if i in pool])
         names = names or term
         if not names:
             return None
         own = {n.lower() for n in names}
-        papers = list(self.retriever.snapshot().papers.values())
+        snap = self.retriever.snapshot()
         # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
-        # "FL" would match "fl" in any text and "Megatron-LM" any "LM". A substring test
-        # first: at 100,000 abstracts the scan is a small part of a list answer.
-        names_it = name_test(names, [p.abstract for p in papers])
-        found = [p for p in papers
+        # "FL" would match "fl" in any text and "Megatron-LM" any "LM". Of the records that
+        # hold what a naming text must (Snapshot.papers_containing): every record was decoded
+        # and tested, a second at 100,000 abstracts.
+        names_it = name_test(names, [p.abstract for p in snap.papers_containing(definition_marks(names))])
+        found = [p for p in snap.papers_containing(names_it.needles, titles=True)
                  if (names_it(p.abstract) or names_it(p.title or ""))
                  and short_label(p.title, p.label).lower() not in own
                  and (filters is None or filters.accepts(p))]
@@ -307,9 +311,8 @@ class SourceChooser:
         acronyms = asked_acronyms(question)
         if not acronyms:
             return decision
-        found = [p for p in self.retriever.snapshot().papers.values()
-                 if any(a in p.abstract for a in acronyms)  # a substring first: cheap on a large index
-                 and any(expansion_in(a, p.abstract) for a in acronyms)]
+        found = [p for p in self.retriever.snapshot().papers_containing(acronyms)
+                 if any(expansion_in(a, p.abstract) for a in acronyms)]
         if not found:
             return Decision(False, decision.p_answerable, [], decision.scores, decision.named)
         best = max(found, key=lambda p: decision.scores.get(p.paper_id, 0.0))

@@ -25,6 +25,7 @@ from rag.cli.common import (
     emit_json,
     filter_options,
     index_option,
+    preload_model,
 )
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
@@ -118,6 +119,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
         checked_question(query, "type a question or search terms")
         parsed = Filters.parse(**filters)
         settings = _settings(index)
+        preload_model(settings)
         retriever = _ensure_index(settings)
         hits = retriever.search(query, k, parsed)
         from rag.schema import search_public
@@ -267,12 +269,14 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
             _write_file(export_to, result["export"]["text"], len(result["citations"]), fmt)
         _exit_if_cut(result, options.llm, as_json)
         return
-    from rag.answering import Pipeline
     from rag.schema import checked_question
 
     checked_question(question)  # bad input is refused before the index is opened (or filled)
     options.to_filters()
     settings = _settings(index)
+    preload_model(settings)  # while the answering core is imported and the index opened
+    from rag.answering import Pipeline
+
     pipeline = Pipeline(settings, _ensure_index(settings))
     if as_json:
         answer = pipeline.answer(question, options)

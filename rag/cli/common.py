@@ -83,6 +83,13 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
+def preload_model(settings: Any) -> None:
+    """Start loading the embedding model in a thread while the index opens (rag.embed.preload)."""
+    from rag.embed import preload
+
+    preload(settings.model_cache, settings.embed_threads, precision=settings.embed_precision)
+
+
 def _ensure_index(settings: Any) -> Any:
     """Open the retriever; an empty default index gets seeds/ ingested first, saying so, and a
     named index that does not exist is an error (rag.ingest.open_index)."""

@@ -281,6 +281,9 @@ def sentence_pieces(text: str) -> list[str]:
     return [piece for piece in pieces if piece]
 
 
+MAX_NAME = 30  # longer short labels are sentences (untitled papers' leads), not names
+
+
 def short_label(title: str | None, label: str) -> str:
     """What to call a paper in running text: 'Tutel' for 'Tutel: Adaptive Mixture-of-Experts…'."""
     if title and ":" in title:

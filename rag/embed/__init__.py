@@ -8,6 +8,7 @@ from rag.embed.onnx import (
     Embedder,
     get_embedder,
     model_path,
+    preload,
     prepared,
     tokenizer_path,
 )
@@ -19,6 +20,7 @@ __all__ = [
     "Embedder",
     "get_embedder",
     "model_path",
+    "preload",
     "prepared",
     "tokenizer_path",
 ]

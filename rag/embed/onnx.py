@@ -12,6 +12,7 @@ check the vectors agree.
 
 from __future__ import annotations
 
+import contextlib
 import logging
 import os
 import shutil
@@ -231,7 +232,30 @@ class Embedder:
 def get_embedder(cache_dir: Path, threads: int = 0, device: str = "cpu",
                  precision: str = "int8") -> Embedder:
     """One model per process, device and precision (ingest on a GPU, queries on the CPU)."""
+    loading = _loading.get((cache_dir, threads, device, precision))
+    if loading is not None:
+        loading.join()  # started by preload(): done, or failed (then loaded here, failing as it may)
     return _embedder(cache_dir, threads, device, precision)  # positional: one cache key per model
+
+
+_loading: dict[tuple[Path, int, str, str], threading.Thread] = {}
+
+
+def preload(cache_dir: Path, threads: int = 0, device: str = "cpu", precision: str = "int8") -> None:
+    """Start loading the model in a thread while the caller imports and opens the rest:
+    onnxruntime and the tokenizer release the GIL while they load (0.1-0.3 s of a cold
+    `rag ask`, which had waited for them after importing chromadb). `get_embedder` waits for
+    it; a failure there is left for `get_embedder` to raise."""
+    key = (cache_dir, threads, device, precision)
+    if key in _loading:
+        return
+
+    def load() -> None:
+        with contextlib.suppress(Exception):  # raised again by get_embedder, in the caller's thread
+            _embedder(*key)
+
+    _loading[key] = thread = threading.Thread(target=load, name="rag-model-load", daemon=True)
+    thread.start()
 
 
 @lru_cache(maxsize=4)

@@ -144,11 +144,11 @@ class Relevance:
             if self._stats and self._stats[0] == snap.version:
                 return self._stats[1]
         store = self.retriever.store
-        papers = sorted(snap.papers.values(), key=lambda p: p.paper_id)
         path = (self.retriever.settings.home / "cache"
                 / f"relevance-{store.name}-v{snap.version}-s{index_stats.STATS_FORMAT}.json")
         result = index_stats.cached(path, lambda: index_stats.compute(
-            papers, store.sentences, self.retriever.embedder.embed))
+            sorted(snap.papers.values(), key=lambda p: p.paper_id), store.sentences,
+            lambda texts: self.retriever.embedder.embed(texts)))
         if result.papers < self.smallest_index:
             result = index_stats.padded(result, self.smallest_index)
         with self._lock:
@@ -163,14 +163,21 @@ class Relevance:
         with self._lock:
             if self._probes and self._probes[0] == snap.version:
                 return self._probes[1], self._probes[2]
-        papers = sorted(snap.papers.values(), key=lambda p: p.paper_id)
-        sample = random.Random(PROBE_SEED).sample(papers, min(PROBES, len(papers)))
-        # a paper without a title asks with its first sentence, as in index_stats.compute
-        texts = [p.title or (split_sentences(p.abstract) or [""])[0] for p in sample]
-        vecs = self.retriever.embedder.embed(texts) if sample else np.zeros((0, 1), dtype=np.float32)
+        path = (self.retriever.settings.home / "cache"
+                / f"probes-{self.retriever.store.name}-v{snap.version}-p{PROBES}.npz")
+        owners, vecs = index_stats.cached_probes(path, lambda: self._probe(snap))
         with self._lock:
-            self._probes = (snap.version, [p.paper_id for p in sample], vecs)
-        return [p.paper_id for p in sample], vecs
+            self._probes = (snap.version, owners, vecs)
+        return owners, vecs
+
+    def _probe(self, snap: Any) -> tuple[list[str], np.ndarray]:
+        ids = sorted(snap.papers)
+        sample = random.Random(PROBE_SEED).sample(ids, min(PROBES, len(ids)))
+        papers = snap.papers.many(sample)
+        # a paper without a title asks with its first sentence, as in index_stats.compute
+        texts = [p.title or (split_sentences(p.abstract) or [""])[0] for p in (papers[i] for i in sample)]
+        vecs = self.retriever.embedder.embed(texts) if sample else np.zeros((0, 1), dtype=np.float32)
+        return sample, vecs
 
     def pool_size(self, list_question: bool) -> int:
         """How many papers to retrieve before deciding: lists look deeper in a larger index."""
@@ -193,7 +200,11 @@ class Relevance:
         return hit
 
     def prime(self, papers: list[Paper]) -> None:
-        """Load the stored sentence vectors of these papers into the judge's cache."""
+        """Load the stored sentence vectors of these papers into the judge's cache (a read of
+        the store per answer stage: those it holds already are not read again)."""
+        papers = [p for p in papers if not self.judge.primed(p.abstract)]
+        if not papers:
+            return
         stored = self.retriever.store.sentences([p.paper_id for p in papers])
         for p in papers:
             if p.paper_id in stored:

@@ -1,5 +1,6 @@
 """Hybrid retrieval: dense (Chroma, cosine) and BM25 (bm25s) fused by reciprocal rank,
-then aggregated from chunks to papers, with metadata filters.
+then aggregated from chunks to papers, with metadata filters; what it reads besides Chroma is
+the index's snapshot (rag.retrieve.snapshot), cached on disk per index version.
 
 Fusion is written here rather than taken from llama-index's QueryFusionRetriever because
 importing llama_index.core costs ~1.4 s, which would triple `rag ask`'s start-up; the
@@ -8,20 +9,22 @@ fusion itself is the few lines of reciprocal-rank arithmetic in `_fuse`.
 
 from __future__ import annotations
 
-import json
 import logging
+import os
 import re
 import shutil
 import threading
-import unicodedata
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 from rag.corpus.paper import Paper
+from rag.corpus.text import MAX_NAME, short_label
 from rag.errors import InputError
 from rag.retrieve import metadata as metadata_match
+from rag.retrieve import snapshot as snapshots
 from rag.retrieve.filters import Conditions, Filters  # Filters: imported from here by the faces
+from rag.retrieve.snapshot import Snapshot, normalise
 
 if TYPE_CHECKING:  # imported where used: `Filters` alone (the thin client) needs none of them
     import numpy as np
@@ -34,7 +37,6 @@ log = logging.getLogger(__name__)
 
 RRF_K = 60  # the constant of Cormack et al. (2009), also llama-index's default
 DENSE_POOL = 200  # chunks taken from each retriever before fusion
-SNAPSHOT_FORMAT = 3  # bump when Snapshot changes shape: old disk caches are then ignored
 
 
 @dataclass
@@ -46,96 +48,24 @@ class PaperHit:
     rank: int = 0
 
 
-def normalise(text: str) -> str:
-    return unicodedata.normalize("NFKC", text)
-
-
-def _tokenize(texts: list[str]) -> list[list[str]]:
-    import bm25s
-    import Stemmer
-
-    return bm25s.tokenize(  # type: ignore[no-any-return]
-        [normalise(t) for t in texts], stopwords="en", stemmer=Stemmer.Stemmer("english"),
-        return_ids=False, show_progress=False,
-    )
-
-
-class Snapshot:
-    """What a process keeps in memory about one version of the index: papers, chunk ids,
-    chunk texts and the BM25 index, all rebuilt from the store (so replicas agree) and
-    cached on disk next to it, keyed by the store's write version."""
-
-    def __init__(self, store: Store | None, parts: dict[str, Any] | None = None) -> None:
-        import bm25s
-
-        if store is None:  # read back from the disk cache (`_load_cached`)
-            assert parts is not None
-            self._restore(parts)
-            return
-        self.version = store.version
-        ids, docs, metas = store.chunks()
-        self.chunk_ids: list[str] = ids
-        self.chunk_text: dict[str, str] = dict(zip(ids, docs, strict=True))
-        self.chunk_paper: dict[str, str] = {i: m["paper_id"] for i, m in zip(ids, metas, strict=True)}
-        self.papers: dict[str, Paper] = {}
-        for meta in metas:  # the paper record is on its first chunk (rag.store.format)
-            if "paper" in meta and meta["paper_id"] not in self.papers:
-                self.papers[meta["paper_id"]] = Paper.from_dict(json.loads(meta["paper"]))
-        texts = []
-        for doc, meta in zip(docs, metas, strict=True):
-            p = self.papers[meta["paper_id"]]
-            texts.append(" ".join(filter(None, [p.label, p.title, " ".join(p.authors), doc])))
-        self.bm25 = bm25s.BM25()
-        if texts:
-            self.bm25.index(_tokenize(texts), show_progress=False)
-
-    def _restore(self, parts: dict[str, Any]) -> None:
-        self.version = parts["version"]
-        self.chunk_ids = parts["chunk_ids"]
-        self.chunk_text = dict(zip(self.chunk_ids, parts["chunk_docs"], strict=True))
-        self.chunk_paper = dict(zip(self.chunk_ids, parts["chunk_papers"], strict=True))
-        self.papers = {pid: Paper.from_dict(d) for pid, d in parts["papers"].items()}
-        self.bm25 = parts["bm25"]
-
-    def save(self, folder: Path) -> None:
-        """JSON and NumPy arrays (bm25s's own save, no pickle): a planted cache file can at
-        worst give wrong rankings, never run code."""
-        folder.mkdir(parents=True, exist_ok=True)
-        self.bm25.save(str(folder), allow_pickle=False)
-        parts = {"version": self.version, "chunk_ids": self.chunk_ids,
-                 "chunk_docs": [self.chunk_text[i] for i in self.chunk_ids],
-                 "chunk_papers": [self.chunk_paper[i] for i in self.chunk_ids],
-                 "papers": {pid: p.to_dict() for pid, p in self.papers.items()}}
-        (folder / "snapshot.json").write_text(json.dumps(parts), encoding="utf-8")
-
-    @classmethod
-    def load(cls, folder: Path) -> Snapshot:
-        import bm25s
-
-        parts = json.loads((folder / "snapshot.json").read_text(encoding="utf-8"))
-        if not isinstance(parts, dict):
-            raise ValueError("not a snapshot")
-        parts["bm25"] = bm25s.BM25.load(str(folder), load_corpus=False, allow_pickle=False)
-        return cls(None, parts)
-
-    def bm25_ranking(self, query: str, pool: int, keep: np.ndarray | None = None
-                     ) -> list[tuple[str, float]]:
-        """The best `pool` chunks, among those `keep` marks when given (filters)."""
-        if not self.chunk_ids:
-            return []
-        vocab = self.bm25.vocab_dict
-        tokens = [t for t in _tokenize([query])[0] if t in vocab]
-        if not tokens:
-            return []
-        scores = self.bm25.get_scores(tokens)
-        import numpy as np
-
-        if keep is not None:
-            scores = np.where(keep, scores, 0.0)
-        top = np.argsort(-scores)[:pool]
-        top = top[scores[top] > 0]
-        ids = self.chunk_ids
-        return [(ids[i], s) for i, s in zip(top.tolist(), scores[top].tolist(), strict=True)]
+def _lookups(papers: list[Paper]) -> snapshots.Lookups:
+    """The lookup tables a snapshot keeps besides the records: the names a query calls papers
+    by (`paper_names`), the record fields rag.retrieve.metadata matches, and the names papers
+    go by in running text (rag.answering.names): `short_names` (lower-cased -> as the first
+    paper of that name writes it), `typed_names` (as a keyboard types one that Unicode writes
+    otherwise: "adacm2" -> "AdaCM²") and `label_papers` (lower-cased -> every paper going by it)."""
+    tables = metadata_match.tables(papers)
+    tables["paper_names"] = [(name, p.paper_id) for p in papers for name in sorted(paper_names(p))]
+    labels = [(short_label(p.title, p.label), p.paper_id) for p in papers]
+    tables["label_papers"] = [(name.lower(), pid) for name, pid in labels]
+    display: dict[str, str] = {}
+    for name, _ in labels:
+        if len(name) <= MAX_NAME:
+            display.setdefault(name.lower(), name)
+    tables["short_names"] = list(display.items())
+    tables["typed_names"] = list({typed.lower(): name for name in display.values()
+                                  if (typed := normalise(name)) != name}.items())
+    return tables
 
 
 _snapshots: dict[str, Snapshot] = {}
@@ -149,29 +79,60 @@ def load_snapshot(store: Store, settings: Settings) -> Snapshot:
         snap = _snapshots.get(key)
         if snap is not None and snap.version == version:
             return snap
-        cache = settings.home / "cache" / f"{store.name}-v{version}-f{SNAPSHOT_FORMAT}"
-        snap = None
-        if cache.is_dir() and not cache.is_symlink():
-            try:
-                snap = Snapshot.load(cache)
-            except Exception:  # a stale, broken or planted cache is rebuilt, never fatal
-                snap = None
+        cache = settings.home / "cache" / f"{store.name}-v{version}-f{snapshots.FORMAT}"
+        snap = _open(cache)
         if snap is None or snap.version != version:
-            snap = Snapshot(store)
-            try:
-                if snap.chunk_ids:  # an empty index: nothing worth caching (nor a warning)
-                    for old in cache.parent.glob(f"{store.name}-v*"):  # incl. old .pickle files
-                        if old.is_dir() and not old.is_symlink():
-                            shutil.rmtree(old)
-                        else:
-                            old.unlink(missing_ok=True)
-                    tmp = cache.with_name(cache.name + ".tmp")
-                    snap.save(tmp)
-                    tmp.replace(cache)
-            except OSError as exc:
-                log.warning("could not cache the BM25 index: %s", exc)
+            snap = _build(store, cache)
         _snapshots[key] = snap
         return snap
+
+
+def _open(folder: Path) -> Snapshot | None:
+    if not folder.is_dir() or folder.is_symlink():
+        return None
+    try:
+        return Snapshot(folder)
+    except Exception:  # a stale, broken or planted cache is rebuilt, never fatal
+        return None
+
+
+def _build(store: Store, cache: Path) -> Snapshot:
+    """The snapshot of the store's version, written to `cache` (older versions' removed); in a
+    temporary directory when the cache cannot be written."""
+    building = cache.with_name(f".building-{cache.name}-{os.getpid()}")
+    try:
+        shutil.rmtree(building, ignore_errors=True)
+        cache.parent.mkdir(parents=True, exist_ok=True)
+        snapshots.build(store, building, _lookups)
+        for old in cache.parent.glob(f"{store.name}-v*"):  # incl. old .pickle and JSON caches
+            if old.is_dir() and not old.is_symlink():
+                shutil.rmtree(old)
+            else:
+                old.unlink(missing_ok=True)
+        for left in cache.parent.glob(f".building-{store.name}-v*"):  # by a process killed then
+            if left != building and not _alive(left.name.rsplit("-", 1)[-1]):
+                shutil.rmtree(left, ignore_errors=True)
+        try:
+            building.replace(cache)
+        except OSError:  # another process cached this version first
+            shutil.rmtree(building, ignore_errors=True)
+        snap = _open(cache)
+        if snap is not None:
+            return snap
+    except OSError as exc:
+        log.warning("could not cache the BM25 index: %s", exc)
+    shutil.rmtree(building, ignore_errors=True)
+    return snapshots.temporary(store, _lookups)
+
+
+def _alive(pid: str) -> bool:
+    try:
+        os.kill(int(pid), 0)
+    except (ValueError, ProcessLookupError):
+        return False
+    except PermissionError:  # another user's process
+        return True
+    return True
 
 
 def _fuse(rankings: list[list[str]]) -> dict[str, float]:
@@ -198,29 +159,51 @@ def paper_names(paper: Paper) -> set[str]:
     return {normalise(n) for n in names if len(n) >= 3}
 
 
-class _Names:
-    """Paper names of one snapshot, and the chunks of each paper."""
+def named_in(snap: Snapshot, query: str) -> list[str]:
+    """Papers whose name (`paper_names`) the query spells out exactly (case-sensitive, whole
+    words), in the order the query's words give them."""
+    words = _QUERY_WORD.findall(normalise(query))
+    grams = [" ".join(words[i : i + n]) for n in (1, 2, 3) for i in range(len(words) - n + 1)]
+    papers: dict[str, list[str]] = {}
+    for name, pid in snap.lookup("paper_names", grams):
+        papers.setdefault(name, []).append(pid)
+    out: list[str] = []
+    for gram in grams:
+        for pid in papers.get(gram, []):
+            if pid not in out:
+                out.append(pid)
+    return out
 
-    def __init__(self, snap: Snapshot) -> None:
-        self.snap = snap
-        self.papers: dict[str, list[str]] = {}
-        for pid, paper in snap.papers.items():
-            for name in paper_names(paper):
-                self.papers.setdefault(name, []).append(pid)
-        self.chunks: dict[str, list[str]] = {}
-        for cid in snap.chunk_ids:
-            self.chunks.setdefault(snap.chunk_paper[cid], []).append(cid)
 
-    def named_in(self, query: str) -> list[str]:
-        """Papers whose name the query spells out exactly (case-sensitive, whole words)."""
-        words = _QUERY_WORD.findall(normalise(query))
-        out: list[str] = []
-        for n in (1, 2, 3):
-            for i in range(len(words) - n + 1):
-                for pid in self.papers.get(" ".join(words[i : i + n]), []):
-                    if pid not in out:
-                        out.append(pid)
-        return out
+def _papers(snap: Snapshot, ranked: list[tuple[str, float]], similarity: dict[str, float],
+            k: int) -> list[PaperHit]:
+    """The k best papers of the fused chunk ranking (best first), each scored by its best chunk,
+    with the best cosine of its chunks and their texts; only those k papers' records and
+    chunk texts are read."""
+    paper_of = snap.chunk_paper.many([cid for cid, _ in ranked])
+    order: list[str] = []  # papers by their best chunk
+    score: dict[str, float] = {}
+    for cid, s in ranked:
+        pid = paper_of.get(cid)
+        if pid is not None and pid not in score:
+            score[pid] = s
+            order.append(pid)
+    found: dict[str, Paper] = {}
+    at = 0
+    while len(found) < k and at < len(order):  # a paper may lack its record: written after
+        step = order[at : at + k - len(found) + 8]
+        found.update(snap.papers.many(step))
+        at += len(step)
+    top = [pid for pid in order if pid in found][:k]
+    hits = {pid: PaperHit(found[pid], score[pid], 0.0, rank=i) for i, pid in enumerate(top, 1)}
+    kept = [(cid, paper_of[cid]) for cid, _ in ranked if paper_of.get(cid) in hits]
+    texts = snap.chunk_text.many([cid for cid, _ in kept])
+    for cid, pid in kept:
+        hit = hits[pid]
+        sim = similarity.get(cid, 0.0)
+        hit.relevance = sim if not hit.matched else max(hit.relevance, sim)
+        hit.matched.append(texts.get(cid, ""))
+    return list(hits.values())
 
 
 Filtered = tuple[set[str], "dict[str, Any] | None", "np.ndarray"]
@@ -236,7 +219,6 @@ class Retriever:
             store = Store(settings)
         self.store = store
         self._embedder = embedder
-        self._names: _Names | None = None
         self._filtered: tuple[Snapshot | None, Conditions | None, dict[tuple[Any, ...], Filtered]] = (
             None, None, {})
 
@@ -269,48 +251,25 @@ class Retriever:
             if not allowed:
                 return []
         vector = self.embed_query(query)
-        dense = [  # the store's conditions may let a few more through (see rag.retrieve.filters)
-            (cid, s) for cid, s in self.store.query_ids(vector, DENSE_POOL, where,
-                                                         total=len(snap.chunk_ids))
-            if allowed is None or snap.chunk_paper.get(cid) in allowed
-        ]
+        dense = self.store.query_ids(vector, DENSE_POOL, where, total=len(snap.chunk_ids))
+        if allowed is not None:  # the store's conditions may let a few more through (filters)
+            paper_of = snap.chunk_paper.many([cid for cid, _ in dense])
+            dense = [(cid, s) for cid, s in dense if paper_of.get(cid) in allowed]
         bm25 = snap.bm25_ranking(query, DENSE_POOL, keep)
         dense_ids = [cid for cid, _ in dense]
         fused = _fuse([dense_ids, [cid for cid, _ in bm25]])
         # A third ranking: papers the query names ("How does PASCL work?"). The dense model
         # does not know such names, and RRF lets its confident-looking but unrelated top hit
         # tie with BM25's exact match; this puts a named paper first, as users expect.
-        if self._names is None or self._names.snap is not snap:
-            self._names = _Names(snap)
-        named = [
-            max(self._names.chunks.get(pid, []), key=lambda c: fused.get(c, 0.0))
-            for pid in self._names.named_in(query)
-            if (allowed is None or pid in allowed) and self._names.chunks.get(pid)
-        ]
+        named_ids = [pid for pid in named_in(snap, query) if allowed is None or pid in allowed]
+        chunks = snap.chunks_of(named_ids)
+        named = [max(chunks[pid], key=lambda c: fused.get(c, 0.0)) for pid in named_ids if pid in chunks]
         if named:
             fused = _fuse([dense_ids, [cid for cid, _ in bm25], named])
         # And papers the query names by their record's fields (arXiv id, DOI, authors, venue,
         # year), which neither ranking sees: rag.retrieve.metadata weighs them.
-        fused = metadata_match.fuse(fused, query, snap, self._names.chunks, allowed, RRF_K)
-
-        similarity = dict(dense)
-        paper_of = snap.chunk_paper
-        hits: dict[str, PaperHit] = {}
-        for cid, score in sorted(fused.items(), key=lambda kv: -kv[1]):
-            pid = paper_of.get(cid, "")
-            paper = snap.papers.get(pid)
-            if paper is None:  # written after the snapshot was taken
-                continue
-            hit = hits.get(pid)
-            if hit is None:
-                hit = hits[pid] = PaperHit(paper, score, similarity.get(cid, 0.0))
-            else:
-                hit.relevance = max(hit.relevance, similarity.get(cid, 0.0))
-            hit.matched.append(snap.chunk_text.get(cid, ""))
-        ranked = sorted(hits.values(), key=lambda h: -h.score)[:k]
-        for i, h in enumerate(ranked, 1):
-            h.rank = i
-        return ranked
+        fused = metadata_match.fuse(fused, query, snap, allowed, RRF_K)
+        return _papers(snap, sorted(fused.items(), key=lambda kv: -kv[1]), dict(dense), k)
 
     def filtered(self, snap: Snapshot, filters: Filters) -> Filtered:
         """The papers the filters accept, the store's conditions for them and the chunks they
@@ -324,7 +283,7 @@ class Retriever:
 
             assert conditions is not None
             allowed = {pid for pid, p in snap.papers.items() if filters.accepts(p)}
-            keep = np.fromiter((snap.chunk_paper[c] in allowed for c in snap.chunk_ids), dtype=bool,
+            keep = np.fromiter((pid in allowed for pid in snap.chunk_papers()), dtype=bool,
                                count=len(snap.chunk_ids))
             if len(cache) >= 32:
                 cache.pop(next(iter(cache)))

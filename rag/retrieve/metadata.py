@@ -19,6 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag.corpus.paper import Paper
+from rag.retrieve.snapshot import spans
 
 # Points a paper earns per field the query names. An id or DOI identifies one paper; an
 # author's full name nearly does; a venue or a year narrows to many. `fuse` weighs a match by
@@ -64,57 +65,113 @@ class MetaMatch:
     fields: tuple[str, ...]  # "arxiv_id", "doi", "paper_id", "author", "venue", "year"
 
 
-class MetadataIndex:
-    """The fields of one snapshot's papers, indexed for matching queries."""
+def tables(papers: list[Paper]) -> dict[str, list[tuple[str, str]]]:
+    """The fields of these papers as the snapshot's lookup tables (rag.retrieve.snapshot), rows
+    in paper order: `meta_ids` (arXiv id, DOI, paper id and its part after "pubmed:"; the first
+    paper of a key is the one it names), `meta_authors` (full names, lower-cased),
+    `meta_surnames` (only those few papers share), `meta_venues` (venue words) and
+    `meta_years` (a paper's own year and its venue note's)."""
+    ids: list[tuple[str, str]] = []
+    authors: list[tuple[str, str]] = []
+    surnames: list[tuple[str, str]] = []
+    venues: list[tuple[str, str]] = []
+    years: list[tuple[str, str]] = []
+    for p in papers:
+        for key in (p.arxiv_id, p.doi and p.doi.lower(), p.paper_id.lower(),
+                    p.paper_id.split(":", 1)[-1].lower()):
+            if key and any(c.isdigit() for c in key) and len(key) >= 5:
+                ids.append((key, p.paper_id))
+        for author in p.authors:
+            name = " ".join(_norm(author).split())
+            if len(name) >= 5 and " " in name:
+                authors.append((name, p.paper_id))
+                surnames.append((name.rsplit(" ", 1)[1], p.paper_id))
+        own = {p.year} if p.year else set()
+        notes = [p.venue or "", p.journal_ref or ""] + [c for c in p.comments if _VENUE_NOTE.search(c)]
+        for note in notes:
+            for word in _TOKEN.findall(re.sub(r"\d+", " ", _norm(note.split(". ")[0]))):
+                word = word.strip("'-")
+                if len(word) >= 3 and word not in _NOT_VENUE:
+                    venues.append((word, p.paper_id))
+            own |= {int(y) for y in _YEAR.findall(note)}
+            own |= {2000 + int(y) for y in _SHORT_YEAR.findall(note)}
+        years += [(str(y), p.paper_id) for y in sorted(y for y in own if y)]
+    # A surname names a paper only when few papers share it ("Lamy-Poirier", not "Li").
+    sharing: dict[str, set[str]] = {}
+    for surname, pid in surnames:
+        sharing.setdefault(surname, set()).add(pid)
+    kept = {s for s, pids in sharing.items() if len(s) >= 4 and len(pids) <= 3}
+    return {"meta_ids": ids, "meta_authors": authors,
+            "meta_surnames": [(s, pid) for s, pid in surnames if s in kept],
+            "meta_venues": venues, "meta_years": years}
 
-    def __init__(self, papers: Iterable[Paper]) -> None:
-        self.ids: dict[str, str] = {}  # arXiv id, DOI, paper id (and its part after "pubmed:")
-        self.authors: dict[str, set[str]] = {}  # full name, lower-cased -> papers
-        self.surnames: dict[str, set[str]] = {}
-        self.venues: dict[str, set[str]] = {}  # venue word, lower-cased -> papers
-        self.years: dict[str, set[int]] = {}  # paper -> years (its own, and its venue note's)
-        for p in papers:
-            for key in (p.arxiv_id, p.doi and p.doi.lower(), p.paper_id.lower(),
-                        p.paper_id.split(":", 1)[-1].lower()):
-                if key and any(c.isdigit() for c in key) and len(key) >= 5:
-                    self.ids.setdefault(key, p.paper_id)
-            for author in p.authors:
-                name = " ".join(_norm(author).split())
-                if len(name) >= 5 and " " in name:
-                    self.authors.setdefault(name, set()).add(p.paper_id)
-                    self.surnames.setdefault(name.rsplit(" ", 1)[1], set()).add(p.paper_id)
-            years = {p.year} if p.year else set()
-            notes = [p.venue or "", p.journal_ref or ""] + [c for c in p.comments if _VENUE_NOTE.search(c)]
-            for note in notes:
-                for word in _TOKEN.findall(re.sub(r"\d+", " ", _norm(note.split(". ")[0]))):
-                    word = word.strip("'-")
-                    if len(word) >= 3 and word not in _NOT_VENUE:
-                        self.venues.setdefault(word, set()).add(p.paper_id)
-                years |= {int(y) for y in _YEAR.findall(note)}
-                years |= {2000 + int(y) for y in _SHORT_YEAR.findall(note)}
-            self.years[p.paper_id] = {y for y in years if y}
-        # A surname names a paper only when few papers share it ("Lamy-Poirier", not "Li").
-        self.surnames = {s: ids for s, ids in self.surnames.items() if len(s) >= 4 and len(ids) <= 3}
+
+def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
+    """key -> its values, keys in the order they were first written."""
+    out: dict[str, set[str]] = {}
+    for key, value in rows:
+        out.setdefault(key, set()).add(value)
+    return out
+
+
+class _Keys:
+    """The keys of one lookup table, for `in` (the venue words of rag.answering.questions)."""
+
+    def __init__(self, snapshot: Any, table: str) -> None:
+        self._snapshot, self._table = snapshot, table
+        self._seen: dict[str, bool] = {}
+
+    def __contains__(self, key: object) -> bool:
+        if not isinstance(key, str):
+            return False
+        if key not in self._seen:
+            self._seen[key] = bool(self._snapshot.lookup(self._table, [key]))
+        return self._seen[key]
+
+
+class _FirstOf:
+    """key -> the first value written for it (the paper an id names)."""
+
+    def __init__(self, snapshot: Any, table: str) -> None:
+        self._snapshot, self._table = snapshot, table
+
+    def get(self, key: str, default: str | None = None) -> str | None:
+        return next((v for _, v in self._snapshot.lookup(self._table, [key])), default)
+
+
+class MetadataIndex:
+    """The fields of one snapshot's papers, matched against queries by looking them up in the
+    snapshot's tables (`tables`): nothing here reads every paper."""
+
+    def __init__(self, snapshot: Any) -> None:
+        self._snapshot = snapshot
+        self.ids = _FirstOf(snapshot, "meta_ids")  # arXiv id, DOI, paper id -> paper
+        self.venues = _Keys(snapshot, "meta_venues")  # venue words, lower-cased
 
     def authors_in(self, query: str) -> dict[str, set[str]]:
         """Authors the query names in full (lower-cased) -> the ids of their papers."""
         q = " ".join(_norm(query).split())
-        return {name: set(ids) for name, ids in self.authors.items()
-                if name in q and re.search(rf"(?<![\w-]){re.escape(name)}(?![\w-])", q)}
+        # a full name holds a space and five characters at least (`tables`)
+        found = [t for t in spans(q, self._snapshot.longest("meta_authors")) if len(t) >= 5 and " " in t]
+        rows = self._snapshot.lookup("meta_authors", found)
+        return _grouped(rows)
 
     def publication_in(self, query: str) -> tuple[set[str], set[int]]:
         """The venue words ("aaai") and years (2023, or 2023 from "ICCV'23") the query names."""
         q = _norm(query)
-        words = {t.split("'")[0].strip("-") for t in _TOKEN.findall(q)} & set(self.venues)
+        asked = {t.split("'")[0].strip("-") for t in _TOKEN.findall(q)}
+        words = {k for k, _ in self._snapshot.lookup("meta_venues", sorted(asked))}
         years = {int(y) for y in _YEAR.findall(q)} | {2000 + int(y) for y in _SHORT_YEAR.findall(q)}
         return words, years
 
     def published(self, words: set[str], years: set[int]) -> set[str]:
         """Papers whose record names every venue word and one of the years (where given)."""
-        ids = set(self.years)
-        for word in words:
-            ids &= self.venues.get(word, set())
-        return {i for i in ids if not years or self.years[i] & years}
+        dated = {pid for _, pid in self._snapshot.lookup("meta_years", [str(y) for y in sorted(years)])}
+        if not words:
+            return dated if years else set(self._snapshot.papers)
+        venues = _grouped(self._snapshot.lookup("meta_venues", sorted(words)))
+        ids = set.intersection(*(venues.get(w, set()) for w in words))
+        return ids & dated if years else ids
 
     def match(self, query: str) -> list[MetaMatch]:
         """Papers the query names by a field of their record, most points first."""
@@ -129,28 +186,32 @@ class MetadataIndex:
         wanted = set(_ARXIV.findall(q)) | {d.rstrip(".,;:?!)") for d in _DOI.findall(q)}
         if _ID_CUE.search(q):
             wanted |= {t for t in _TOKEN.findall(q) if any(c.isdigit() for c in t)}
+        named: dict[str, str] = {}
+        for key, pid in self._snapshot.lookup("meta_ids", sorted(wanted)):
+            named.setdefault(key, pid)
         for key in wanted:
-            if key in self.ids:
-                add(self.ids[key], ID_POINTS, "id")
+            if key in named:
+                add(named[key], ID_POINTS, "id")
         words = set(_TOKEN.findall(q))
         for ids in self.authors_in(q).values():
             for pid in ids:
                 add(pid, AUTHOR_POINTS, "author")
-        for surname, ids in self.surnames.items():
-            if surname in words:
-                for pid in ids:
-                    if "author" not in fields.get(pid, []):
-                        add(pid, SURNAME_POINTS, "author")
-        for word in words & set(self.venues):
-            for pid in self.venues[word]:
+        for ids in _grouped(self._snapshot.lookup("meta_surnames", sorted(words))).values():
+            for pid in ids:
+                if "author" not in fields.get(pid, []):
+                    add(pid, SURNAME_POINTS, "author")
+        venues = _grouped(self._snapshot.lookup("meta_venues", sorted(words)))
+        for word in words & set(venues):
+            for pid in venues[word]:
                 if "venue" not in fields.get(pid, []):
                     add(pid, VENUE_POINTS, "venue")
         asked_years = {int(y) for y in _YEAR.findall(q)}
         if asked_years:
             cue = bool(_YEAR_CUE.search(q))
-            for pid, years in self.years.items():
+            rows = self._snapshot.lookup("meta_years", [str(y) for y in sorted(asked_years)])
+            for pid in dict.fromkeys(pid for _, pid in rows):  # in paper order
                 # A year alone names a paper only when the question asks about publication.
-                if years & asked_years and (cue or pid in points):
+                if cue or pid in points:
                     add(pid, YEAR_POINTS, "year")
         if not points:
             return []
@@ -165,12 +226,12 @@ _lock = threading.Lock()
 
 
 def index_for(snapshot: Any) -> MetadataIndex:
-    """The MetadataIndex of a retrieval snapshot (built once per snapshot)."""
+    """The MetadataIndex of a retrieval snapshot (one per snapshot)."""
     with _lock:
         hit = _indexes.get(id(snapshot))
         if hit is not None and hit[0] is snapshot:
             return hit[1]
-    index = MetadataIndex(snapshot.papers.values())
+    index = MetadataIndex(snapshot)
     with _lock:
         if len(_indexes) >= 8:
             _indexes.clear()
@@ -178,13 +239,14 @@ def index_for(snapshot: Any) -> MetadataIndex:
     return index
 
 
-def fuse(fused: dict[str, float], query: str, snapshot: Any, chunks: dict[str, list[str]],
-         allowed: set[str] | None, rrf_k: int) -> dict[str, float]:
+def fuse(fused: dict[str, float], query: str, snapshot: Any, allowed: set[str] | None,
+         rrf_k: int) -> dict[str, float]:
     """The fused chunk scores with the metadata ranking added: the best chunk of each paper the
     query names gains WEIGHT_PER_POINT x points / (rrf_k + rank), as one more reciprocal-rank
     list whose vote counts as much as the record's fields say."""
-    matches = [m for m in index_for(snapshot).match(query)
-               if (allowed is None or m.paper_id in allowed) and chunks.get(m.paper_id)]
+    matches = [m for m in index_for(snapshot).match(query) if allowed is None or m.paper_id in allowed]
+    chunks = snapshot.chunks_of([m.paper_id for m in matches]) if matches else {}
+    matches = [m for m in matches if chunks.get(m.paper_id)]
     if not matches:
         return fused
     out = dict(fused)

@@ -11,18 +11,22 @@ element that exists.
 Only files in the layout this check knows (the 100-byte header of the persisted hnswlib
 index, version 1) are checked; anything else is left to Chroma. A segment that passed is not
 read again until its files change (a stamp of sizes and mtimes under the data directory).
+`index_error` says what any other failure inside Chroma means, and what to do about it.
 """
 
 from __future__ import annotations
 
 import json
 import os
+import shlex
 import struct
 from pathlib import Path
 
 import numpy as np
 
+from rag.config import Settings
 from rag.errors import IndexStoreError
+from rag.store import space
 
 # version, offsetLevel0, max_elements, cur_element_count, size_data_per_element, label_offset,
 # offsetData, maxlevel, enterpoint_node, maxM, maxM0, M, mult, ef_construction
@@ -114,3 +118,38 @@ def check_segments(index_dir: Path, stamp_dir: Path, rebuild_hint: str) -> None:
             tmp.replace(stamp_path)
         except OSError:
             pass  # a read-only data directory: check again next time
+
+
+def rebuild_command(settings: Settings) -> str:
+    index = "" if settings.index == "default" else f" --index {shlex.quote(settings.index)}"
+    return f"rm -rf {shlex.quote(str(settings.index_dir))} && rag ingest{index} PATH..."
+
+
+def index_error(settings: Settings, exc: BaseException) -> IndexStoreError:
+    """A failure inside Chroma, as the user can act on it: the server is unreachable, or the
+    index directory is read-only, or damaged or deleted (the hint then names the rebuild)."""
+    if isinstance(exc, IndexStoreError):
+        return exc
+    if not settings.chroma_url and space.says_full(exc):  # not damaged: never the rm -rf hint
+        return space.disk_full(settings.index_dir)
+    lines = str(exc).strip().splitlines()
+    detail = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300].rstrip(": ")
+    if settings.chroma_url:
+        return IndexStoreError(
+            f"the Chroma server at {settings.chroma_url} failed: {detail}",
+            "check that the Chroma server (`chroma run`) is up and RAG_CHROMA_URL points at it",
+        )
+    where = settings.index_dir
+    exists = where.exists()
+    if isinstance(exc, PermissionError) or "readonly" in detail.lower().replace(" ", "") or (
+            exists and not os.access(where, os.W_OK)):
+        return IndexStoreError(
+            f"the index at {where} is read-only ({detail})",
+            f"Chroma writes to its directory even to read: make {where} writable, "
+            "or point RAG_HOME at a writable copy",
+        )
+    what = "cannot be read, it may be damaged" if exists else "is gone, was it deleted?"
+    return IndexStoreError(
+        f"the index at {where} {what} ({detail})",
+        f"rebuild it: {rebuild_command(settings)} (and restart `rag serve` if one uses it)",
+    )

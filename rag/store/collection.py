@@ -8,9 +8,8 @@ for changes from the store alone, embedded or server.
 
 from __future__ import annotations
 
+import contextlib
 import logging
-import os
-import shlex
 import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
@@ -25,7 +24,9 @@ from rag.embed import MODEL_NAME
 from rag.errors import IndexStoreError, RagError
 from rag.store import format as store_format
 from rag.store import indexes, space
+from rag.store.check import check_segments, index_error, rebuild_command
 from rag.store.format import CHUNK_RECIPE
+from rag.store.imports import import_chromadb
 from rag.store.indexes import collection_name
 
 log = logging.getLogger(__name__)
@@ -41,41 +42,6 @@ class Chunk:
     paper_id: str
     text: str
     index: int
-
-
-def rebuild_command(settings: Settings) -> str:
-    index = "" if settings.index == "default" else f" --index {shlex.quote(settings.index)}"
-    return f"rm -rf {shlex.quote(str(settings.index_dir))} && rag ingest{index} PATH..."
-
-
-def index_error(settings: Settings, exc: BaseException) -> IndexStoreError:
-    """A failure inside Chroma, as the user can act on it: the server is unreachable, or the
-    index directory is read-only, or damaged or deleted (the hint then names the rebuild)."""
-    if isinstance(exc, IndexStoreError):
-        return exc
-    if not settings.chroma_url and space.says_full(exc):  # not damaged: never the rm -rf hint
-        return space.disk_full(settings.index_dir)
-    lines = str(exc).strip().splitlines()
-    detail = f"{type(exc).__name__}: {lines[0] if lines else ''}"[:300].rstrip(": ")
-    if settings.chroma_url:
-        return IndexStoreError(
-            f"the Chroma server at {settings.chroma_url} failed: {detail}",
-            "check that the Chroma server (`chroma run`) is up and RAG_CHROMA_URL points at it",
-        )
-    where = settings.index_dir
-    exists = where.exists()
-    if isinstance(exc, PermissionError) or "readonly" in detail.lower().replace(" ", "") or (
-            exists and not os.access(where, os.W_OK)):
-        return IndexStoreError(
-            f"the index at {where} is read-only ({detail})",
-            f"Chroma writes to its directory even to read: make {where} writable, "
-            "or point RAG_HOME at a writable copy",
-        )
-    what = "cannot be read, it may be damaged" if exists else "is gone, was it deleted?"
-    return IndexStoreError(
-        f"the index at {where} {what} ({detail})",
-        f"rebuild it: {rebuild_command(settings)} (and restart `rag serve` if one uses it)",
-    )
 
 
 def _database_id(settings: Settings) -> tuple[int, int] | None:
@@ -113,10 +79,8 @@ class _Guarded:
 
 
 def _client(settings: Settings) -> Any:
-    import chromadb
+    chromadb = import_chromadb()
     from chromadb.config import Settings as ChromaSettings
-
-    from rag.store.check import check_segments
 
     chroma_settings = ChromaSettings(anonymized_telemetry=False)
     try:
@@ -165,6 +129,7 @@ class Store:
             if self.name not in names:
                 raise indexes.missing(settings, self.client, names)
         self._version: tuple[int, float] | None = None
+        self._writing = 0  # inside `writing()`
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`
         try:
             # Abstract sentences with their vectors, embedded at ingest for the judge and the
@@ -237,7 +202,9 @@ class Store:
                 # process's writes (a running server would rank new papers by BM25 alone):
                 # open it afresh, as a new process would.
                 self.close()
+                writing = self._writing
                 self.__init__(self.settings)  # type: ignore[misc]
+                self._writing = writing
             self._version = (version, now)
         return self._version[0]
 
@@ -315,27 +282,44 @@ class Store:
 
     # -- writing -------------------------------------------------------------------------
 
+    @contextlib.contextmanager
+    def writing(self) -> Iterator[None]:
+        """The writes within count as one for readers: the version is bumped before the first
+        and after the last, not around each (an ingest writes every ~500 texts, and a
+        reader that sees the version move reads the index again)."""
+        self._bump()
+        self._writing += 1
+        try:
+            yield
+        finally:
+            self._writing -= 1
+            self._bump()
+
     def write(self, papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]], delete_papers: Iterable[str] = (),
-              sentences: Sequence[tuple[str, list[str], np.ndarray]] = ()) -> None:
+              sentences: Sequence[tuple[str, list[str], np.ndarray]] = (), new: bool = False) -> None:
         """_write, with a failure for want of room on the disk said as such (rag.store.space)."""
         directory = None if self.settings.chroma_url else self.settings.index_dir
         with space.checked_write(directory, space.write_size(papers, sentences)):
-            self._write(papers, delete_papers, sentences)
+            self._write(papers, delete_papers, sentences, new)
 
     def _write(
         self,
         papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]],
         delete_papers: Iterable[str] = (),
         sentences: Sequence[tuple[str, list[str], np.ndarray]] = (),
+        new: bool = False,
     ) -> None:
-        """Replace the chunks (and sentence vectors) of the given papers and delete others.
+        """Replace the chunks (and sentence vectors) of the given papers and delete others;
+        `new`: none of the papers is in the store (no chunks of theirs to look for).
 
-        Safe to interrupt at any point and run again: the version is bumped first, so no
-        reader keeps a cache of the old state; sentences are written before chunks, and a
-        paper counts as stored only when all its chunks carry its content hash; chunk ids
-        are deterministic (paper_id#n) and upserted, and stale ones deleted last.
+        Safe to interrupt at any point and run again: the version is bumped first (`writing`:
+        before the first write), so no reader keeps a cache of the old state; sentences are
+        written before chunks, and a paper counts as stored only when all its chunks carry its
+        content hash; chunk ids are deterministic (paper_id#n) and upserted, and stale ones
+        deleted last.
         """
-        self._bump()
+        if not self._writing:
+            self._bump()
         # Batched: a few upserts per write, not a round trip per paper (on SciFact's 5,183
         # abstracts the per-paper calls cost more than the HNSW inserts).
         self._put_sentences([(pid, *store_format.sentence_record(pid, sents, vecs))
@@ -359,7 +343,7 @@ class Store:
                 embeddings=np.asarray(vecs[start:end], dtype=np.float32),
             )
         keep = set(ids)
-        written = [paper.paper_id for paper, _, _ in papers]
+        written = [] if new else [paper.paper_id for paper, _, _ in papers]
         for group in _groups(written):
             stale = self.collection.get(where=_where_in("paper_id", group), include=[])["ids"]
             extra = [i for i in stale if i not in keep]
@@ -368,7 +352,8 @@ class Store:
         for group in _groups(list(delete_papers)):
             self.collection.delete(where=_where_in("paper_id", group))
             self.sentences_collection.delete(ids=group)
-        self._bump()
+        if not self._writing:
+            self._bump()
 
     def _put_sentences(self, records: list[tuple[str, dict[str, Any], np.ndarray]]) -> None:
         for start in range(0, len(records), _BATCH):
