@@ -228,6 +228,9 @@ VERDICT_SCHEMA = {
 }
 
 
+_CLAIM_WORD = re.compile(r"[^\W\d_]{2,}")
+
+
 def parse_verdict(reply: str) -> tuple[bool, str] | None:
     """(supported, quote) from the model's JSON reply; None when it is not that JSON."""
     import json
@@ -242,10 +245,13 @@ def parse_verdict(reply: str) -> tuple[bool, str] | None:
 
 
 class OllamaJudge(Judge):
-    """Claim-by-claim verdicts from a language model through Ollama (`--judge ollama`), as
-    structured output: {"supported": bool, "quote": str}."""
+    """Claim-by-claim verdicts from the answering model (`--judge model`; Ollama or an
+    OpenAI-compatible server), as structured output: {"supported": bool, "quote": str}. Each
+    (claim, abstract) pair is asked once per judge: the answer's check and the eval's
+    citation scores share the verdict."""
 
-    name = "ollama"
+    name = "model"
+    MEMO = 20000  # verdicts kept; a long eval run asks far fewer
 
     def __init__(self, embedder: Embedder, llm: object) -> None:
         super().__init__(embedder)
@@ -253,20 +259,38 @@ class OllamaJudge(Judge):
 
         self.llm = llm
         self.template = templates()["judge"]
+        self.asked = 0  # requests sent to the model
+        self._verdicts: dict[tuple[str, str, str], tuple[bool, str] | None] = {}
+        self._memo_lock = threading.Lock()
 
-    def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
+    def _verdict(self, claim: str, title: str, abstract: str) -> tuple[bool, str] | None:
         from rag.prompts import fence
 
+        key = (claim, title, abstract)
+        with self._memo_lock:
+            if key in self._verdicts:
+                return self._verdicts[key]
+        # Fenced as in the answer prompt: an abstract cannot close its <source> block.
+        prompt = self.template.render(abstract=fence(f"{title}\n{abstract}".strip()),
+                                      claim=fence(claim))
+        reply = self.llm.complete([{"role": "user", "content": prompt}],  # type: ignore[attr-defined]
+                                  format=VERDICT_SCHEMA)
+        verdict = parse_verdict(reply)
+        with self._memo_lock:
+            self.asked += 1
+            if len(self._verdicts) >= self.MEMO:
+                self._verdicts.clear()
+            self._verdicts[key] = verdict
+        return verdict
+
+    def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
         base = super().check(sentence, abstracts)  # for the quote and a score
-        claim = strip_markers(sentence)
+        claim = strip_markers(sentence).lstrip("-*• ").strip()
+        if not claim or not _CLAIM_WORD.search(claim):
+            return base  # nothing to ask about: no model is asked to judge an empty claim
         unreadable = False
         for i, (title, abstract) in enumerate(abstracts):
-            # Fenced as in the answer prompt: an abstract cannot close its <source> block.
-            prompt = self.template.render(abstract=fence(f"{title}\n{abstract}".strip()),
-                                          claim=fence(claim))
-            reply = self.llm.complete([{"role": "user", "content": prompt}],  # type: ignore[attr-defined]
-                                      format=VERDICT_SCHEMA)
-            verdict = parse_verdict(reply)
+            verdict = self._verdict(claim, title, abstract)
             if verdict is None:
                 unreadable = True
                 continue

@@ -31,7 +31,7 @@ HISTORY = 20  # runs shown in the chart
 _HINT = ("write e.g. `none: {min: {faithfulness: 0.9}, max: {false_abstention_rate: 0.05}, "
          "heldout: {min: {fact_recall: 0.9}}}`")
 Bounds = dict[str, tuple[str, float]]
-SECTIONS = ("none", "ollama", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
+SECTIONS = ("none", "ollama", "openai", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
 
 
 def _key_lines(text: str) -> dict[tuple[str, ...], int]:
