@@ -20,7 +20,7 @@ SET = ROOT / "evals/realmodel/questions.yaml"
 @pytest.mark.parametrize("path", ["ollama", "openai"])
 def test_a_real_model_passes_the_real_model_evals(seeded_settings: Any, llama: Any, relay: Any,
                                                   tmp_path: Path, path: str) -> None:
-    env = {"RAG_HOME": str(seeded_settings.home), "RAG_K": "3", "RAG_NUM_PREDICT": "200"}
+    env = {"RAG_HOME": str(seeded_settings.home), "RAG_K": "2", "RAG_NUM_PREDICT": "128"}
     env |= {"OLLAMA_HOST": relay.url, "RAG_MODEL": "smollm2:135m"} if path == "ollama" else \
         {"RAG_OPENAI_BASE_URL": f"{llama.url}/v1"}
     res = run_rag("eval", "--set", str(SET), "--llm", path, "--out", str(tmp_path), cwd=ROOT,
