@@ -53,17 +53,10 @@ _REFUSAL = re.compile(
     rf"(?:answer|find|determine|tell)\b[^.!?]{{0,80}}\b(?:in|from|on|with) the (?:\w+\s+)?{_DOCS}\b",
     re.I,
 )
+_MARKS_ONLY = re.compile(rf"{_MARKS}|\b\d+[.)]")  # what a unit with no claim is made of
+_WORD = re.compile(r"[^\W\d_]", re.U)
 # "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
 # sentence splitter, which abstracts use too, does not end a sentence before a "[").
-_MARKS_ONLY = re.compile(rf"{_MARKS}|\b\d+[.)]")
-_WORD = re.compile(r"[^\W\d_]", re.U)
-
-
-def _shape(text: str) -> str:
-    """A unit as a repeat of it reads: markers, case and spacing aside."""
-    return " ".join(re.sub(_MARKS, " ", text).lower().split())
-
-
 _CITED_FIRST = re.compile(r"(?<=[.!?])\s+(?=\[\s*\d+(?:\s*,\s*\d+)*\s*\][ \t]*[^\s\[])")
 
 
@@ -219,7 +212,7 @@ class Checker:
         if not _WORD.search(_MARKS_ONLY.sub("", text)):
             self.empty += 1
             return []  # nothing but markers ("[1]", "1. [2]"): no claim to show or judge
-        shape = _shape(text)
+        shape = " ".join(text.lower().split())  # the same unit again, citations and all
         if shape in self._seen:
             self.repeated += 1  # a model that says it again says nothing new
             return []
