@@ -91,6 +91,8 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     for merge in report.merges:
         hint = " (--replace takes the other)" if merge.differ and not replace else ""
         click.echo(f"merged: {merge.describe()}{hint}", err=True)
+    for deletion in report.deletions:
+        click.echo(f"PubMed deleted {deletion}", err=True)
     click.echo(report.summary())
 
 
