@@ -32,6 +32,9 @@ def main() -> int:
     ap.add_argument("--home", type=Path, required=True)
     ap.add_argument("--out", type=Path, default=ROOT / "evals/realmodel/sentences.jsonl")
     ap.add_argument("--want", type=int, default=240, help="stop after this many sentences")
+    ap.add_argument("--done", nargs="*", default=[], help="question ids to skip when going on")
+    ap.add_argument("--shift", type=int, default=0,
+                    help="another pass over the questions, each at the next k and temperature")
     args = ap.parse_args()
 
     import yaml
@@ -46,18 +49,24 @@ def main() -> int:
                  if q["kind"] in ("fact", "list")]
     random.Random(SEED).shuffle(questions)
     # each question once, k and temperature in turn
-    runs = [(q, KS[i % len(KS)], TEMPERATURES[i // len(KS) % len(TEMPERATURES)])
+    runs = [(q, KS[(i + args.shift) % len(KS)],
+             TEMPERATURES[(i // len(KS) + args.shift) % len(TEMPERATURES)])
             for i, q in enumerate(questions)]
     seen: set[tuple[str, tuple[str, ...]]] = set()
     rows = []
-    with LlamaServer() as server:
+    if args.out.exists():  # go on from a run that stopped: its sentences stay, its questions done
+        rows = [json.loads(x) for x in args.out.read_text(encoding="utf-8").splitlines() if x]
+        seen = {(r["sentence"], tuple(c["paper_id"] for c in r["cited"])) for r in rows}
+        done = set(args.done) if args.shift else {r["question_id"] for r in rows} | set(args.done)
+        runs = [r for r in runs if r[0]["id"] not in done]
+    with LlamaServer(lifetime=12 * 3600) as server:
         base = Settings(home=args.home, seeds=ROOT / "seeds", llm="openai",
                         openai_base_url=f"{server.url}/v1", num_predict=128)
         if not (args.home / "chroma").exists():
             ingest([ROOT / "seeds"], base, show_progress=False)
         pipelines = {t: Pipeline(base.model_copy(update={"temperature": t})) for t in TEMPERATURES}
         args.out.parent.mkdir(parents=True, exist_ok=True)
-        out = args.out.open("w", encoding="utf-8")  # written as it comes: a long run keeps its part
+        out = args.out.open("a", encoding="utf-8")  # written as it comes: a long run keeps its part
         try:
             for q, k, t in runs:
                 ans = pipelines[t].answer(q["question"], AskOptions(k=k))
