@@ -1,4 +1,4 @@
-"""Fit the prompt budget's numbers (rag/answering/budget.json) on two corpora, report them on
+"""Fit the prompt budget's numbers (rag/corpus/tokens.json) on two corpora, report them on
 the third.
 
 rag cannot ask Ollama how many tokens a prompt has (there is no tokenize endpoint), so it
@@ -32,7 +32,7 @@ import numpy as np
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 SHARED = ROOT.parent / "shared"
-OUT = ROOT / "rag" / "answering" / "budget.json"
+OUT = ROOT / "rag" / "corpus" / "tokens.json"
 SEED = 47
 
 

@@ -4,7 +4,8 @@ evals/realmodel/sentences.jsonl (scripts/collect_model_sentences.py) holds the s
 the abstracts they cite; evals/realmodel/labels.jsonl says of each, from reading those
 abstracts, whether they support it. Both were committed before any judge was run on them.
 This prints each judge's precision and recall of "supported" and its false-support rate (the
-share of unsupported sentences it calls supported), overall and per temperature:
+share of unsupported sentences it calls supported), overall, per temperature, and apart for
+the sentences the model cited itself (the only ones rag can show as supported):
 
 - the default judge (rag.judge.Judge, what every answer is checked with);
 - the model judge (`--judge model`): SmolLM2-135M-Instruct under llama.cpp's server, as
@@ -88,6 +89,12 @@ def main() -> int:
         for t in sorted({r["temperature"] for r in rows}):
             out[name][f"temperature {t:g}"] = scores(
                 [p for p, r in zip(pairs, rows, strict=True) if r["temperature"] == t])
+        # Only a sentence the model cited can be shown as supported (an uncited one is shown
+        # as "no citation"); the others were paired with the top-ranked paper to test the
+        # judge as if the model had cited it.
+        for cited in (True, False):
+            out[name][f"cited by the model: {cited}"] = scores(
+                [p for p, r in zip(pairs, rows, strict=True) if r["cited_by_model"] is cited])
         wrong = [r["id"] for r, v in zip(rows, got, strict=True) if v and not r["supported"]]
         out[name]["called supported, labelled unsupported"] = wrong
     print(json.dumps(out, indent=2))

@@ -28,6 +28,8 @@ def test_a_real_model_passes_the_real_model_evals(seeded_settings: Any, llama: A
     assert res.returncode == 0, res.stdout[-3000:] + res.stderr[-3000:]
     report = json.loads(next(tmp_path.glob("eval-*.json")).read_text())
     assert report["model"] in ("smollm2:135m", "SmolLM2-135M-Instruct")
+    assert f"answerer {path}:{report['model']}" in res.stdout  # not "ollama:" for every server
+    assert report["metrics"]["runaway_rate"]["value"] == 0.0, report["metrics"]["stopped_rate"]
     for row in report["questions"]:
         assert row["answerer"].startswith(f"{path}:") or row["answerer"] == "extractive"
         assert row["finish_reason"] in ("stop", "length") and isinstance(row["seconds"], float)

@@ -4,25 +4,20 @@ Written by hand: a server cuts a prompt longer than its context without a word (
 the first few tokens and the end: the system prompt and the first sources are lost) or
 refuses it (llama.cpp, vLLM), and none of the libraries here fits a prompt of ranked sources
 to a window. Ollama has no tokenize endpoint, so tokens are estimated from characters with
-the ratios fitted by scripts/fit_prompt_budget.py (budget.json: fitted on seeds/ and SciFact,
-reported on PubMedQA).
+the ratios fitted by scripts/fit_prompt_budget.py (rag/corpus/tokens.json: fitted on seeds/ and
+SciFact, reported on PubMedQA).
 """
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
-from importlib import resources
 
+from rag.corpus.tokens import CHARS_PER_TOKEN, LONG_ABSTRACT, MAX_CHARS_PER_TOKEN
 from rag.schema import Source
 
-_FIT = json.loads(resources.files("rag.answering").joinpath("budget.json").read_text())
-CHARS_PER_TOKEN: float = _FIT["chars_per_token"]  # a prompt has fewer tokens than len / this
-MAX_CHARS_PER_TOKEN: float = _FIT["max_chars_per_token"]  # ... and more than len / this
-LONG_ABSTRACT: int = _FIT["long_abstract"]  # characters; longer abstracts are cut first
 MESSAGE_TOKENS = 8  # a chat template's markers around each message (<|im_start|>role\n ...)
 # The default answer budget: room for a sentence of about 40 tokens (a recorded list line is
 # 20 to 45) on every source the prompt gives, and 256 more for a fact answer's two or three

@@ -16,10 +16,12 @@ METRICS: dict[str, str] = {
     "citation_validity": "min", "citation_recall": "min", "citation_precision": "min",
     "faithfulness": "min", "fact_recall": "min", "list_completeness": "min",
     "list_precision": "min", "abstention_accuracy": "min", "false_abstention_rate": "max",
-    # A model's answers (null offline): rag stopped it or it overran its budget or the
-    # deadline; its prompt and answer did not fit the context; a sentence the labelled set
-    # (labels.jsonl beside the set) calls unsupported was shown as supported.
+    # A model's answers (null offline): it wrote past its budget or the deadline (rag did not
+    # stop it); its prompt and answer did not fit the context; a sentence the labelled set
+    # (labels.jsonl beside the set) calls unsupported was shown as supported. stopped_rate:
+    # rag stopped a model repeating itself (what the model did, not a failure of rag's).
     "runaway_rate": "max", "prompt_over_budget_rate": "max", "unsupported_shown_rate": "max",
+    "stopped_rate": "max",
 }
 _GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
 _DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2212"} | {"\u00d7": "x"})
@@ -112,7 +114,7 @@ def model_scores(ans: Any, timeout: float, labels: dict[tuple[str, str], bool]) 
     shown_wrong = any(
         labels.get((label_key(s.text), by_n.get(n, ""))) is False
         for s in ans.sentences if s.supported for n in s.citations)
-    return {"runaway_rate": float(stopped or over or seconds > timeout),
+    return {"runaway_rate": float(over or seconds > timeout), "stopped_rate": float(stopped),
             "prompt_over_budget_rate": float(bool(window and prompt is not None
                                                   and prompt + (budget.get("max_tokens") or 0) > window)),
             "unsupported_shown_rate": float(shown_wrong) if labels else None}

@@ -68,8 +68,8 @@ class ModelClient(Protocol):
     def stream(self, messages: list[dict[str, str]],
                max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]: ...
 
-    def complete(self, messages: list[dict[str, str]],
-                 format: dict[str, Any] | None = None) -> str: ...  # noqa: A002
+    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
+                 max_tokens: int | None = None) -> str: ...
 
     def close(self) -> None: ...
 

@@ -238,11 +238,12 @@ class Ollama:
         if not done:
             raise StreamBroken("".join(got), "no end-of-answer message")
 
-    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None) -> str:  # noqa: A002 (Ollama's name)
+    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
+                 max_tokens: int | None = None) -> str:
         """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
         try:
             resp = self.client.chat(messages=messages, stream=False, format=format,
-                                    **self._request())
+                                    **self._request(max_tokens))
         except Exception as exc:
             raise self._map(exc) from exc
         filt = ThinkFilter(inside=self._starts_inside())

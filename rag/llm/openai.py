@@ -224,10 +224,10 @@ class OpenAICompatible:
             yield item
         yield StreamEnd(reason or "stop", usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
-    def complete(self, messages: list[dict[str, str]],
-                 format: dict[str, Any] | None = None) -> str:  # noqa: A002 (Ollama's name)
+    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
+                 max_tokens: int | None = None) -> str:
         """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
-        body = self._body(messages, None)
+        body = self._body(messages, max_tokens)
         if format is not None:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "reply", "schema": format}}
