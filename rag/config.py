@@ -66,16 +66,28 @@ class Settings(BaseSettings):
     k: int = Field(8, ge=1, le=50, description="Papers passed to the answerer by default (1..50).")
 
     # Generation
-    llm: Literal["auto", "ollama", "none"] = Field(
-        "auto", description="auto (Ollama when it answers, else offline), ollama, or none (offline).")
-    model: str = Field("llama3.2", description="Ollama model name.")
+    llm: Literal["auto", "ollama", "openai", "none"] = Field(
+        "auto", description="auto (the model server when it answers, else offline: the "
+        "OpenAI-compatible one when RAG_OPENAI_BASE_URL is set, else Ollama), ollama, openai "
+        "(an OpenAI-compatible server: llama.cpp, LM Studio, vLLM), or none (offline).")
+    model: str = Field("llama3.2", description="Model name (Ollama's; for an OpenAI-compatible "
+                       "server, unset takes the first model it lists).")
     ollama_host: str = Field(
         "http://127.0.0.1:11434",
         validation_alias=AliasChoices("OLLAMA_HOST", "RAG_OLLAMA_HOST"),
         description="Ollama server URL (OLLAMA_HOST, as for the ollama CLI).",
     )
-    num_ctx: int = Field(8192, ge=512, le=1_048_576, description="Context window requested from Ollama.")
-    llm_timeout: float = Field(120.0, gt=0, le=86_400, description="Seconds to wait for Ollama before giving up.")
+    openai_base_url: str | None = Field(
+        None, description="Base URL of an OpenAI-compatible server, ending in /v1 (e.g. "
+        "http://127.0.0.1:8080/v1 for llama.cpp's llama-server).")
+    openai_api_key: str | None = Field(None, description="API key sent to that server, if it asks for one.")
+    num_ctx: int = Field(8192, ge=512, le=1_048_576, description="Context window requested from "
+                         "Ollama (and assumed for a server that does not say its own).")
+    llm_timeout: float = Field(120.0, gt=0, le=86_400, description="Seconds to wait for each "
+                               "reply of the model server (connect, and every read) before giving up.")
+    answer_timeout: float = Field(300.0, gt=0, le=86_400, description="Seconds a model may take "
+                                  "to write one whole answer; it is stopped there and the answer "
+                                  "marked incomplete.")
     think: bool | Literal["low", "medium", "high"] | None = Field(
         None, description="Ollama's `think` option: unset (not sent), true/false, or low/medium/high "
         "for models that take levels. Reasoning is never part of the answer either way.",
@@ -84,9 +96,12 @@ class Settings(BaseSettings):
         None, description="How long Ollama keeps the model loaded after an answer (Ollama's "
         "keep_alive: `10m`, `1h`, seconds, `-1` forever, `0` unload at once); unset: Ollama's default.",
     )
+    temperature: float = Field(0.0, ge=0, le=2, description="The model's sampling temperature "
+                               "(0: the same answer to the same question and sources).")
     num_predict: int | None = Field(
-        None, description="Most tokens the model may write per answer (-1: no limit); an answer "
-        "cut there is marked incomplete. Unset: Ollama's default.",
+        None, description="Most tokens the model may write per answer (-1: as many as its "
+        "context holds); an answer cut there is marked incomplete. Unset: 256 plus 40 per "
+        "source, always within the model's context.",
     )
 
     # Output
@@ -139,6 +154,21 @@ class Settings(BaseSettings):
             raise ValueError(f"not a usable URL ({exc}); expected http://HOST:PORT, "
                              "e.g. http://127.0.0.1:11434") from None
         return value
+
+    @field_validator("openai_base_url")
+    @classmethod
+    def _openai_base_url(cls, value: str | None) -> str | None:
+        if value is None or not value.strip():
+            return None
+        parts = urlsplit(value.strip())
+        try:
+            port = parts.port
+        except ValueError:
+            port = 0
+        if parts.scheme.lower() not in ("http", "https") or not parts.hostname or port == 0:
+            raise ValueError("not a usable URL; expected http://HOST:PORT/v1, e.g. "
+                             "http://127.0.0.1:8080/v1")
+        return value.strip().rstrip("/")
 
     @field_validator("api_key")
     @classmethod

@@ -65,13 +65,15 @@ class AskOptions(BaseModel):
     model_config = ConfigDict(extra="forbid")
 
     k: int | None = Field(None, ge=1, le=MAX_K, description="Papers to answer from (default 8).")
-    llm: Literal["auto", "ollama", "none"] | None = Field(
-        None, description="auto: Ollama if running, else offline; none: offline; ollama: only Ollama."
+    llm: Literal["auto", "ollama", "openai", "none"] | None = Field(
+        None, description="auto: the model server if it answers, else offline; none: offline; "
+        "ollama: only Ollama; openai: only the OpenAI-compatible server (RAG_OPENAI_BASE_URL)."
     )
-    model: str | None = Field(None, min_length=1, max_length=200, description="Ollama model.")
+    model: str | None = Field(None, min_length=1, max_length=200, description="Model name.")
     strict: bool = Field(False, description="Drop sentences their citations do not support.")
-    judge: Literal["default", "ollama"] = Field(
-        "default", description="Support judge: the embedding judge, or the Ollama model.")
+    judge: Literal["default", "model", "ollama"] = Field(
+        "default", description="Support judge: the embedding judge, or the answering model "
+        "(model; ollama is the same).")
     venue: Annotated[str | None, NotBlank] = Field(
         None, max_length=200, description="Venue/journal ref contains this.")
     year: YearFilter = None
@@ -167,6 +169,7 @@ class Answer:
     timings_ms: dict[str, float] = field(default_factory=dict)
     finish_reason: str = "stop"  # "length": the model hit its token limit; "error": its stream broke off
     usage: dict[str, int] | None = None  # the model's prompt/completion token counts
+    budget: dict[str, Any] | None = None  # the prompt as fitted (rag.answering.budget.Fitted.public())
     rewritten_citations: list[dict[str, str]] = field(default_factory=list)
     table: dict[str, Any] | None = None  # a comparison's table (rag.answering.tables.Table.to_public())
     # An abstention's closest passages {paper_id, label, title, quote, score, relevance}.
@@ -201,6 +204,7 @@ class Answer:
             "corpus_size": self.corpus_size,
             "notices": self.notices,
             "usage": self.usage,
+            "budget": self.budget,
             "timings_ms": {k: round(v, 1) for k, v in self.timings_ms.items()},
             "table": self.table,
             "nearest": self.nearest,

@@ -88,3 +88,28 @@ def ollama() -> Iterator[object]:
 
     with OllamaTestServer() as server:
         yield server
+
+
+@pytest.fixture(scope="session")
+def llama() -> Iterator[object]:
+    """llama.cpp's own server with a real instruct model (SmolLM2-135M-Instruct), started
+    once per session on 127.0.0.1 and stopped after it. Skipped where `scripts/setup --dev`
+    did not install the model, except under RAG_REAL_MODEL=required (CI), where it fails."""
+    from tests.llama_server import LlamaServer, available
+
+    why = available()
+    if why:
+        if os.environ.get("RAG_REAL_MODEL") == "required":
+            pytest.fail(f"the real model is required here: {why}")
+        pytest.skip(why)
+    with LlamaServer() as server:
+        yield server
+
+
+@pytest.fixture(scope="module")
+def relay(llama) -> Iterator[object]:  # type: ignore[no-untyped-def]
+    """The Ollama-protocol test server relaying to the real model, as `smollm2:135m`."""
+    from tests.ollama_server import OllamaTestServer
+
+    with OllamaTestServer(models=("smollm2:135m",), relay=llama.url) as server:
+        yield server

@@ -6,7 +6,11 @@ over real HTTP.  Rather than mocking that client, tests point it at an
 parts of the Ollama protocol the project uses (``/api/tags``, ``/api/show``,
 ``/api/chat``, ``/api/generate``, ``/api/version``) and answers chat/generate
 requests according to a scripted *behaviour* (see :data:`BEHAVIOURS`) or with
-recorded replies (:attr:`OllamaTestServer.replies`).
+recorded replies (:attr:`OllamaTestServer.replies`), or, in relay mode
+(``OllamaTestServer(relay=URL)``), with real generations from llama.cpp's server at URL
+(tests/ollama_relay.py, which lists how the relay differs from Ollama). Recorded replies
+and the failure behaviours stay available in relay mode: a reply or a behaviour other than
+"cited" answers instead of the model.
 
 Typical use::
 
@@ -310,12 +314,17 @@ def _prompt_text(path: str, body: dict) -> str:
     return ""
 
 
-def _prompt_words(path: str, body: dict) -> list[str]:
-    """What prompt_eval_count counts here: the words of every message (a stand-in for tokens)."""
+def _prompt_tokens(path: str, body: dict) -> int:
+    """What prompt_eval_count counts here: a token per four characters of every message (a
+    stand-in for a tokenizer; English prose runs at 4 to 5), cut to half of num_ctx when it
+    exceeds num_ctx, as Ollama cuts a prompt."""
     if path == "/api/generate":
-        return str(body.get("prompt") or "").split()
-    return [w for m in body.get("messages") or [] if isinstance(m, dict)
-            for w in str(m.get("content") or "").split()]
+        texts = [str(body.get("prompt") or "")]
+    else:
+        texts = [str(m.get("content") or "") for m in body.get("messages") or [] if isinstance(m, dict)]
+    tokens = sum(len(t) // 4 + 8 for t in texts)
+    num_ctx = (body.get("options") or {}).get("num_ctx")
+    return num_ctx // 2 + 2 if isinstance(num_ctx, int) and tokens > num_ctx else tokens
 
 
 def _normalise_model(name: str) -> str:
@@ -427,6 +436,8 @@ class _Handler(BaseHTTPRequestHandler):
             self._send_json(400, {"error": "request body must be a JSON object"})
         elif path == "/api/show":
             self._show(body)
+        elif path in ("/api/chat", "/api/generate") and self._relayed(body):
+            self._relay(path, body)
         elif path in ("/api/chat", "/api/generate"):
             self._complete(path, body)
         else:
@@ -434,10 +445,53 @@ class _Handler(BaseHTTPRequestHandler):
 
     # -- endpoints ---------------------------------------------------------
 
+    def _relayed(self, body: dict) -> bool:
+        """Does the real model answer this request (relay mode, no recorded reply waiting,
+        no failure asked for, a model the server has)?"""
+        owner = self.owner
+        return (owner.relay is not None and owner.behaviour == "cited" and not owner.replies
+                and owner._find_model(str(body.get("model") or "")) is not None)
+
+    def _relay(self, path: str, body: dict) -> None:
+        owner = self.owner
+        assert owner.relay is not None
+        model = str(body.get("model"))
+        stream = body.get("stream", True) is not False
+        with owner._relay_lock:  # llama.cpp's one slot: one request at a time, as queued
+            try:
+                if stream:
+                    self._send_headers(200, "application/x-ndjson", chunked=True)
+                text = []
+                for piece, final in owner.relay.generate(path, body):
+                    if final is None:
+                        text.append(piece)
+                        if stream:
+                            self._write_chunk(self._piece(path, model, piece))
+                        continue
+                    out = self._piece(path, model, "" if stream else "".join(text))
+                    out.update(final, done=True)
+                    if stream:
+                        self._write_chunk(out)
+                        self.wfile.write(b"0\r\n\r\n")
+                    else:
+                        self._send_json(200, out)
+            except (OSError, ValueError) as exc:  # the client hung up, or llama.cpp failed
+                if not stream:
+                    self._send_json(500, {"error": f"relay: {exc}"})
+                else:
+                    self._abort()
+            finally:
+                with owner._streams_changed:
+                    owner.ended_streams += 1
+                    owner._streams_changed.notify_all()
+
     def _show(self, body: dict) -> None:
         name = str(body.get("model") or body.get("name") or "")  # "name" is the legacy field
         if self.owner._find_model(name) is None:
             self._send_json(404, {"error": f"model '{name}' not found"})
+            return
+        if self.owner.relay is not None:
+            self._send_json(200, self.owner.relay.show(name))
             return
         self._send_json(
             200,
@@ -565,7 +619,7 @@ class _Handler(BaseHTTPRequestHandler):
             return
         final = self._final(path, model, "", started, eval_count=len(pieces))
         final["done_reason"] = done_reason
-        final["prompt_eval_count"] = len(_prompt_words(path, body))
+        final["prompt_eval_count"] = owner.prompt_eval_count or _prompt_tokens(path, body)
         self._write_chunk(final)
         self.wfile.write(b"0\r\n\r\n")
         with owner._streams_changed:  # a stream the client read to its end
@@ -664,6 +718,9 @@ class OllamaTestServer:
         How long "stall" and "hang" wait before answering (``stop()`` cuts it short).
     ``token_delay``
         Seconds between streamed chunks.
+    ``prompt_eval_count``
+        When set, the prompt token count every streamed answer reports (a server that read
+        less than it was sent).
     ``gate``, ``held``
         While ``gate`` (an Event, open at first) is cleared, a streamed answer stops after
         its first chunk, sets ``held`` and goes on when ``gate`` is set again (or by
@@ -682,13 +739,17 @@ class OllamaTestServer:
         *,
         port: int = 0,
         verbose: bool = False,
+        relay: str | None = None,
     ):
+        self.relay = _relay_to(relay) if relay else None
+        self._relay_lock = threading.Lock()
         self.models = list(models)
         self.behaviour = behaviour
         self.replies: list[str | list[str]] = []
         self.requests: list[dict] = []
         self.stall_seconds: float = 30
         self.token_delay: float = 0.0
+        self.prompt_eval_count: int | None = None  # reported instead of the prompt's count
         self.completed_streams = 0
         self.ended_streams = 0
         self.gate = threading.Event()
@@ -769,6 +830,8 @@ class OllamaTestServer:
         httpd, self._httpd = self._httpd, None
         if httpd is None:
             return
+        if self.relay is not None:
+            self.relay.close()
         self._stop_event.set()
         self.gate.set()
         httpd.shutdown()
@@ -833,6 +896,17 @@ class OllamaTestServer:
             self._connections.pop(sock, None)
 
 
+def _relay_to(url: str):  # type: ignore[no-untyped-def]
+    try:
+        from tests.ollama_relay import Relay
+    except ImportError:  # loaded by path, as `python tests/ollama_server.py`
+        import os
+
+        sys.path.insert(0, os.path.dirname(os.path.abspath(__file__)))
+        from ollama_relay import Relay  # type: ignore[no-redef]
+    return Relay(url)
+
+
 def free_port_with_nothing_listening() -> int:
     """A localhost port that refuses connections (for "Ollama is not running").
 
@@ -876,6 +950,8 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--token-delay", type=float, default=0.0)
     parser.add_argument("--stall-seconds", type=float, default=30)
     parser.add_argument("--verbose", action="store_true", help="log each request to stderr")
+    parser.add_argument("--relay", metavar="URL",
+                        help="answer with real generations from llama.cpp's server at URL")
     args = parser.parse_args(argv)
 
     server = OllamaTestServer(
@@ -883,6 +959,7 @@ def main(argv: list[str] | None = None) -> int:
         behaviour=args.behaviour,
         port=args.port,
         verbose=args.verbose,
+        relay=args.relay,
     )
     if args.replies_file:
         server.replies = _load_replies(args.replies_file)

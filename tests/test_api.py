@@ -254,7 +254,7 @@ def test_limits_are_422_naming_the_field(client: TestClient, method: str, path: 
      "the fields of filters are: venue, year, source, category, author"),
     ("post", "/ask", {"question": "hi", "colour": "red"}, "colour", "the fields are: k, llm, model,"),
     ("post", "/ask", {"question": "hi", "k": 0}, "k", "k is a whole number from 1 to 50"),
-    ("post", "/ask", {"question": "hi", "llm": "gpt"}, "llm", "llm is one of 'auto', 'ollama' or 'none'"),
+    ("post", "/ask", {"question": "hi", "llm": "gpt"}, "llm", "llm is one of 'auto', 'ollama', 'openai' or 'none'"),
     ("post", "/ask", {"question": "hi", "year": True}, "year", "year is a year or a range"),
     # an empty filter was taken for none, silently
     ("post", "/ask", {"question": "hi", "venue": ""}, "venue", "leave it out to keep every paper"),

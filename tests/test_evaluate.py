@@ -141,13 +141,14 @@ def test_ollama_judge_gives_the_verdicts(seeded_settings: Any, ollama_server: An
     subset.write_text(
         '- id: fact-skrull\n  kind: fact\n  question: "What speedup does Skrull report over DeepSpeed?"\n'
         '  papers: ["seeds/000_1d593446947ebb0f.txt#1"]\n  facts: ["3.76"]\n')
-    ollama_server.replies = ["UNSUPPORTED"] * 2  # the pipeline's check, then the citation check
+    # One verdict: the citation scores take the answer's own (each pair is judged once).
+    ollama_server.replies = ["UNSUPPORTED"]
     code = run_cli(seeded_settings.model_copy(update={"ollama_host": ollama_server.url}),
                    set_path=subset, llm="none", judge="ollama", out=tmp_path / "out")
     assert code == 0 and "nothing checked" in capsys.readouterr().out
     report = json.loads(next((tmp_path / "out").glob("eval-*.json")).read_text())
     prompts = chat_prompts(ollama_server)
-    assert len(prompts) == 2 and all("claim" in p.lower() and "Skrull" in p for p in prompts)
+    assert len(prompts) == 1 and all("claim" in p.lower() and "Skrull" in p for p in prompts)
     m = report["metrics"]
     assert report["judge"] == "ollama" and m["faithfulness"]["value"] == 0.0
     assert m["citation_recall"]["value"] == 0.0 and m["fact_recall"]["value"] == 1.0
@@ -282,7 +283,7 @@ def test_thresholds_file_is_checked(tmp_path: Path) -> None:
 
 
 @pytest.mark.parametrize(("text", "message"), [
-    ("nnone:\n  min: {faithfulness: 0.99}\n", "1: `nnone` is not a section (none, ollama, judge)"),
+    ("nnone:\n  min: {faithfulness: 0.99}\n", "1: `nnone` is not a section (none, ollama, openai, judge)"),
     ("- none\n", "1: a thresholds file must be a mapping of sections"),
     # the line of the field at fault, as the question sets' errors give it
     ("none:\n  min: {faithfulness: 0.9}\n  heldout:\n    max:\n      fact_recall: 0.2\n",

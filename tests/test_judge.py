@@ -215,15 +215,25 @@ def test_ollama_judge_takes_the_models_verdict(judge: Any, papers: list[Any], ol
     llm_judge = OllamaJudge(judge.embedder, Ollama(ollama_server.url, "llama3.2", timeout=10))
     p = paper(papers, SKRULL)
     record = [(Source(1, p, 0.0).header(), p.abstract)]
+    said = "Skrull outperforms DeepSpeed by 3.76x on average"
     ollama_server.replies = ['{"supported": false, "quote": ""}',
-                             '{"supported": true, "quote": "not in the abstract"}']
+                             f'{{"supported": true, "quote": "{said.upper()}"}}',
+                             # a small model's yes with the prompt's placeholder for its quote
+                             '{"supported": true, "quote": "The abstract sentence that states it"}']
     negated = llm_judge.check("Skrull is slower than DeepSpeed in long-SFT scenarios.", record)
     assert not negated.supported and negated.reasons == ["the model judged it unsupported"]
-    assert llm_judge.check("Skrull is faster than DeepSpeed.", record).supported
-    body = ollama_server.requests[-1]["body"]
+    faster = llm_judge.check("Skrull is faster than DeepSpeed.", record)
+    assert faster.supported and faster.quote == said.upper()
+    placeholder = llm_judge.check("Skrull runs on TPUs.", record)
+    assert not placeholder.supported
+    assert placeholder.reasons == ["the model called it supported but quoted nothing the abstract says"]
+    body = ollama_server.requests[-2]["body"]
     prompt = body["messages"][-1]["content"]
     assert "<claim>\nSkrull is faster than DeepSpeed.\n</claim>" in prompt and "Long-context" in prompt
     assert body["format"]["properties"]["supported"] == {"type": "boolean"}  # structured output
+    # a budget for the verdict (its quote is at most the record): a small model wrote a JSON
+    # quote until the 120 s timeout without one
+    assert len(p.abstract) / 4 < body["options"]["num_predict"] < len(p.abstract)
     llm_judge.llm.client._client.close()  # type: ignore[attr-defined]  # rag.llm.Ollama has no close()
 
 

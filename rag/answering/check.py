@@ -53,6 +53,8 @@ _REFUSAL = re.compile(
     rf"(?:answer|find|determine|tell)\b[^.!?]{{0,80}}\b(?:in|from|on|with) the (?:\w+\s+)?{_DOCS}\b",
     re.I,
 )
+_MARKS_ONLY = re.compile(rf"{_MARKS}|\b\d+[.)]")  # what a unit with no claim is made of
+_WORD = re.compile(r"[^\W\d_]", re.U)
 # "[1] Claim. [2] Next claim.": a sentence that starts with its citation starts a unit (the
 # sentence splitter, which abstracts use too, does not end a sentence before a "[").
 _CITED_FIRST = re.compile(r"(?<=[.!?])\s+(?=\[\s*\d+(?:\s*,\s*\d+)*\s*\][ \t]*[^\s\[])")
@@ -106,6 +108,10 @@ class Checker:
         self.claims = 0  # units kept that are not headers or the no-answer sentence
         self.abstaining = False
         self.judge_ms = 0.0
+        self.strict_dropped = 0  # units --strict left out: unsupported
+        self.repeated = 0  # units left out: the same as one shown before
+        self.empty = 0  # units left out: markers and no words
+        self._seen: set[str] = set()
         self._pending = ""
         self._line_open = False  # the pending text continues a line already begun
         self._bibliography = False  # in the model's own reference list
@@ -159,7 +165,10 @@ class Checker:
                 self._bibliography = True
                 return []  # the model's own reference list: rag lists the papers cited
             self._bibliography = False
-        line = _markers_to_claims(line, complete)
+        # A numbered item's own number is no sentence's end: "1. [1]" keeps its marker.
+        item = None if self._line_open else _BULLET.match(line)
+        head = item.group(0) if item else ""
+        line = head + _markers_to_claims(line[len(head):], complete)
         if not self._line_open and (line.lstrip().startswith("|") or _HEADING.match(line)):
             if not complete:  # a table row or a markdown heading is one unit
                 self._pending = line
@@ -200,8 +209,14 @@ class Checker:
         text, dropped = clean_markers(piece.text, set(self.by_n))
         self.dropped += dropped
         text = text.strip()
-        if not text:
+        if not _WORD.search(_MARKS_ONLY.sub("", text)):
+            self.empty += 1
+            return []  # nothing but markers ("[1]", "1. [2]"): no claim to show or judge
+        shape = " ".join(text.lower().split())  # the same unit again, citations and all
+        if shape in self._seen:
+            self.repeated += 1  # a model that says it again says nothing new
             return []
+        self._seen.add(shape)
         if not numbers_in(text) and (_NO_ANSWER in text.lower() or _REFUSAL.search(text)):
             if self.claims == 0:  # the no-answer sentence, or a refusal in the model's words
                 self.abstaining = True
@@ -213,6 +228,7 @@ class Checker:
         support = self.judge.check(text, [(s.header(), s.paper.abstract) for s in cited])
         self.judge_ms += (time.perf_counter() - started) * 1000
         if self.strict and not support.supported:
+            self.strict_dropped += 1
             return []
         for n in numbers_in(text):
             self.order.setdefault(n, len(self.order) + 1)

@@ -8,7 +8,7 @@ from dataclasses import dataclass
 from rag.answering.names import CorpusNames
 from rag.answering.questions import FOLLOW_UP, names_pattern
 from rag.errors import LLMError
-from rag.llm import Ollama
+from rag.llm import ModelClient
 from rag.prompts import NO_ANSWER, Template
 
 HISTORY_TURNS = 6  # turns shown to the model when it rewrites a follow-up
@@ -32,7 +32,7 @@ def _question_line(reply: str) -> str:
 
 
 def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
-             template: Template, llm: Ollama | None) -> str:
+             template: Template, llm: ModelClient | None) -> str:
     """The question as it reads without the conversation before it."""
     previous = [m["content"] for m in history if m.get("role") == "user"]
     if not previous:

@@ -16,10 +16,11 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from rag.answering import compare
+from rag.answering.budget import Fitted, fit, floor
 from rag.answering.check import Checker
 from rag.answering.extractive import ExtractiveWriter
 from rag.answering.followup import condense
-from rag.answering.generate import Ending, messages, model_text
+from rag.answering.generate import Ending, messages, model_text, repeating
 from rag.answering.metadata import record_gap
 from rag.answering.names import CorpusNames
 from rag.answering.questions import is_list_question
@@ -28,7 +29,7 @@ from rag.answering.tables import is_comparison
 from rag.config import Settings
 from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
-from rag.llm import Ollama, StreamBroken
+from rag.llm import ModelClient, StreamBroken, connect, server_kind
 from rag.prompts import NO_ANSWER, templates
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import (
@@ -59,7 +60,13 @@ class _Run:
     incomplete: bool = False
     error: dict[str, str] | None = None
     ending: Ending | None = None
+    stopped: str = ""  # why rag stopped the model: "repetition" or "deadline"
+    fitted: Fitted | None = None  # the prompt the model was sent
     timings: dict[str, float] = field(default_factory=dict)
+
+    def notice(self, message: str) -> NoticeEvent:
+        self.notices.append(message)
+        return NoticeEvent(message)
 
 
 class Pipeline:
@@ -74,17 +81,28 @@ class Pipeline:
         # one fitted relevance model (rag.relevance) decides for both stages
         self.chooser = SourceChooser(self.retriever, self.judge)
         self.extractive = ExtractiveWriter(self.retriever, self.judge, self.chooser.relevance)
-        self._clients: dict[str, Ollama] = {}
+        self._clients: dict[tuple[str, str | None], ModelClient] = {}
+        self._model_judges: dict[int, OllamaJudge] = {}
         self._lock = threading.Lock()
 
-    def client(self, model: str | None = None) -> Ollama:
-        """One Ollama client per model, reused across answers (its HTTP pool is thread-safe)."""
-        name = model or self.settings.model
+    def client(self, model: str | None = None, mode: str | None = None) -> ModelClient:
+        """One client per server and model, reused across answers (its HTTP pool is
+        thread-safe); `mode`: auto, ollama or openai (default: the settings')."""
+        kind = server_kind(self.settings, mode or self.settings.llm)
         with self._lock:
-            if name not in self._clients:
-                s = self.settings
-                self._clients[name] = Ollama.from_settings(s, name)
-            return self._clients[name]
+            if (kind, model) not in self._clients:
+                self._clients[kind, model] = connect(self.settings, kind, model)
+            return self._clients[kind, model]
+
+    def model_judge(self, client: ModelClient) -> OllamaJudge:
+        """The judge that asks `client`'s model, one per client: a (claim, abstract) pair asked
+        once is not asked again, by later answers or by the eval's citation scores."""
+        with self._lock:
+            if id(client) not in self._model_judges:
+                self._model_judges[id(client)] = OllamaJudge(self.retriever.embedder, client)
+            judge = self._model_judges[id(client)]
+        judge.known_names = self.names.known
+        return judge
 
     def __enter__(self) -> Pipeline:
         return self
@@ -93,7 +111,7 @@ class Pipeline:
         self.close()
 
     def close(self) -> None:
-        """Close the Ollama clients (their HTTP connections)."""
+        """Close the model clients (their HTTP connections)."""
         with self._lock:
             for c in self._clients.values():
                 c.close()
@@ -129,11 +147,11 @@ class Pipeline:
             # lacks, when a mistyped venue or year left nothing to answer from.
             yield from self._nothing_passes(question, filters, started)
             return
-        client = self.client(opts.model) if mode != "none" else None
+        client = self.client(opts.model, mode) if mode != "none" else None
         self.refresh_names()
         standalone = condense(self.names.as_written(question), history or [], self.names,
                               self.templates["condense"],
-                              client if mode == "ollama" else None)
+                              client if mode in ("ollama", "openai") else None)
         run = _Run(question, standalone)
 
         t0 = time.perf_counter()
@@ -145,9 +163,8 @@ class Pipeline:
                 f"No papers match the filters the question names: {chosen.unmatched.describe()}."))
             return
         judge = self.judge
-        if opts.judge == "ollama":
-            judge = OllamaJudge(self.retriever.embedder, client or self.client())
-            judge.known_names = self.names.known
+        if opts.judge in ("model", "ollama"):
+            judge = self.model_judge(client or self.client(opts.model, mode))
         # A comparison of papers the question names goes ahead whatever the relevance
         # decision says of the question as a whole: the named papers are the ones to compare.
         plan = compare.plan(
@@ -172,11 +189,16 @@ class Pipeline:
         t1 = time.perf_counter()
         table = None
         if sources and client is not None:
-            prompt = compare.prompt(self.templates["compare"], self.templates["system"], NO_ANSWER,
-                                    standalone, sources) if comparing \
-                else messages(self.templates, standalone, sources, instructions)
+            def build(kept: list[Source]) -> list[dict[str, str]]:
+                return compare.prompt(self.templates["compare"], self.templates["system"],
+                                      NO_ANSWER, standalone, kept) if comparing \
+                    else messages(self.templates, standalone, kept, instructions)
+
             try:
-                for event in self._write_with_model(client, prompt, checker, run):
+                fitted = run.fitted = fit(build, sources, client.context_window(), client.num_predict)
+                if shrunk := fitted.notice():
+                    yield run.notice(shrunk)
+                for event in self._write_with_model(client, fitted, checker, run):
                     if not (comparing and isinstance(event, SentenceEvent)):
                         yield event
                 if comparing:
@@ -192,14 +214,12 @@ class Pipeline:
                         # the model left out papers that match: say so, from their abstracts
                         yield from checker.feed("Also matching:\n"
                                                 + self.extractive.list_lines(standalone, missing))
-            except LLMError as exc:  # not running, no model, a timeout, a reply not Ollama's
-                if mode == "ollama":
+            except LLMError as exc:  # not running, no model, a timeout, a reply not the server's
+                if mode in ("ollama", "openai"):
                     raise
                 run.answerer = "extractive"
-                message = (f"{exc.message}; answering offline from the abstracts "
-                           f"(to use a model: {exc.hint})")
-                run.notices.append(message)
-                yield NoticeEvent(message)
+                yield run.notice(f"{exc.message}; answering offline from the abstracts "
+                                 f"(to use a model: {exc.hint})")
                 client = None
         checked = None
         if plan and comparing:
@@ -214,6 +234,7 @@ class Pipeline:
                     if sources and not chosen.borderline else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
+        yield from self._left_out(checker, run)
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
         run.timings["check"] = checker.judge_ms
         answer = self._finish(run, chosen, checker, sources) if checked is None \
@@ -259,36 +280,78 @@ class Pipeline:
                         "score": round(score, 3), "relevance": round(h.relevance, 3)})
         return sorted(out, key=lambda d: -float(d["score"]))  # type: ignore[arg-type]
 
-    def _write_with_model(self, client: Ollama, prompt: list[dict[str, str]], checker: Checker,
+    def _write_with_model(self, client: ModelClient, fitted: Fitted, checker: Checker,
                           run: _Run) -> Iterator[Event]:
-        run.answerer = f"ollama:{client.model}"
-        wrote = False
+        run.answerer = f"{client.kind}:{client.model}"
+        wrote = 0
+        text: list[str] = []
+        deadline = time.monotonic() + self.settings.answer_timeout
+        stream = model_text(client, fitted.messages, fitted.max_tokens)
         try:
-            for item in model_text(client, prompt):
+            for item in stream:
                 if isinstance(item, Ending):
                     run.ending = item
                 elif isinstance(item, ProgressEvent):
                     yield item
                 else:
-                    wrote = wrote or bool(item.strip())
+                    wrote += len(item.strip())
+                    text.append(item)
                     yield TokenEvent(item)
                     yield from checker.feed(item)
+                    if time.monotonic() > deadline:
+                        run.stopped = "deadline"
+                        break
+                    if len(text) % 16 == 0 and (loop := repeating("".join(text))):
+                        run.stopped = f"repetition: {loop[:60]}"
+                        break
         except StreamBroken as exc:  # what came was fed to the checker as it came
             run.incomplete, run.error = True, {"message": exc.message, "hint": exc.hint}
-            message = f"{exc.message} — the answer is incomplete"
-            run.notices.append(message)
-            yield NoticeEvent(message)
+            yield run.notice(f"{exc.message} — the answer is incomplete")
+            return
+        finally:
+            stream.close()  # ends the model's request when rag stopped reading
+        if run.stopped:
+            run.incomplete = True
+            yield run.notice(
+                f"the model was still writing after {self.settings.answer_timeout:g} s "
+                "(RAG_ANSWER_TIMEOUT) and was stopped — the answer is incomplete"
+                if run.stopped == "deadline" else
+                f"the model kept repeating itself (\"{run.stopped[12:].strip()}\") and was "
+                "stopped — the answer is incomplete")
             return
         if not wrote and not (run.ending and run.ending.reason == "length"):
             # Nothing is not a refusal: "the abstracts do not answer this" would be rag's claim.
             raise LLMError(f"the model '{client.model}' sent an empty answer",
                            "ask again, pick another model with --model, or use --llm none")
-        if run.ending and run.ending.reason == "length":
+        ending = run.ending
+        if ending and ending.prompt_tokens and ending.prompt_tokens < floor(fitted.messages):
+            yield run.notice(
+                f"the server read {ending.prompt_tokens} tokens of a prompt of at least "
+                f"{floor(fitted.messages)}: it cut the prompt to fit its context, so the model "
+                "did not see all of it (raise RAG_NUM_CTX, or the server's context size)")
+        if ending and ending.reason == "length":
             run.incomplete = True
-            message = ("the model stopped at its token limit (RAG_NUM_PREDICT) — the answer "
-                       "is incomplete")
-            run.notices.append(message)
-            yield NoticeEvent(message)
+            used = (ending.prompt_tokens or 0) + (ending.completion_tokens or 0)
+            if fitted.context_bound or (fitted.window and used >= fitted.window - 8):
+                said = (f"the model filled its context of {fitted.window} tokens (RAG_NUM_CTX, or "
+                        "the model's own when smaller)")
+            else:
+                said = (f"the model stopped at its answer budget of {fitted.max_tokens} tokens "
+                        "(RAG_NUM_PREDICT)")
+            yield run.notice(f"{said} — the answer is incomplete")
+
+    @staticmethod
+    def _left_out(checker: Checker, run: _Run) -> Iterator[Event]:
+        """Say what the checker kept from the reader: --strict's unsupported sentences, and
+        an answer of citation markers alone."""
+        if checker.strict_dropped:
+            n = checker.strict_dropped
+            yield run.notice(
+                f"--strict left out {n} sentence{'s' if n > 1 else ''} the cited abstracts do not "
+                "support" + ("; nothing supported was left, so the answer says the abstracts do "
+                             "not answer it" if checker.abstained else ""))
+        if checker.empty and not checker.claims:
+            yield run.notice("the model wrote only citation markers, no claims: nothing of it is shown")
 
     def _finish(self, run: _Run, chosen: Selection, checker: Checker, sources: list[Source]) -> Answer:
         by_n = {s.n: s for s in sources}
@@ -318,6 +381,7 @@ class Pipeline:
             usage=({"prompt_tokens": ending.prompt_tokens or 0,
                     "completion_tokens": ending.completion_tokens or 0}
                    if ending and ending.prompt_tokens is not None else None),
+            budget=run.fitted.public() if run.fitted else None,
             **fields,
         )
 
@@ -326,4 +390,4 @@ def _finish_reason(run: _Run) -> str:
     """"stop", "length" at the model's token limit, "error" when its stream broke off."""
     if run.error is not None:
         return "error"
-    return "length" if run.ending and run.ending.reason == "length" else "stop"
+    return "length" if run.stopped or (run.ending and run.ending.reason == "length") else "stop"

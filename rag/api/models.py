@@ -130,7 +130,7 @@ class AnswerPublic(_Public):
     standalone_question: str = Field(description="The question after condensing a follow-up.")
     answer: str = Field(description="The answer text with [n] citation markers.")
     abstained: bool
-    answerer: str = Field(description="'extractive' (offline) or 'ollama:<model>'.")
+    answerer: str = Field(description="'extractive' (offline), 'ollama:<model>' or 'openai:<model>'.")
     citations: list[CitationPublic]
     sentences: list[SentencePublic]
     dropped_citations: int
@@ -139,8 +139,9 @@ class AnswerPublic(_Public):
                     "[{\"from\": \"(Source 1)\", \"to\": \"[1]\"}].")
     incomplete: bool
     finish_reason: Literal["stop", "length", "error"] = Field(
-        description="'length' when the model stopped at its token limit, 'error' when its "
-                    "stream broke off (`error` says why); the answer is incomplete in both.")
+        description="'length' when the model stopped at its token limit or rag stopped it (a "
+                    "repetition loop, RAG_ANSWER_TIMEOUT; a notice says which), 'error' when its "
+                    "stream broke off (`error` says why); the answer is incomplete in each.")
     error: dict[str, str] | None = Field(
         None, description="Why the answer is incomplete (the model's stream broke off): message, hint."
     )
@@ -149,7 +150,11 @@ class AnswerPublic(_Public):
     corpus_size: int
     notices: list[str]
     usage: dict[str, int] | None = Field(
-        None, description="The model's prompt_tokens and completion_tokens (Ollama's counts).")
+        None, description="The model's prompt_tokens and completion_tokens (the server's counts).")
+    budget: dict[str, Any] | None = Field(
+        None, description="How the prompt was fitted to the model's context: context (tokens), "
+        "prompt_tokens (rag's estimate), max_tokens (the answer's budget as sent), left_out and "
+        "cut (sources left out, abstracts cut short); null offline.")
     timings_ms: dict[str, float]
     table: TablePublic | None = Field(
         None, description="A comparison question's table: one row per paper, cells cited.")
@@ -284,8 +289,10 @@ class HealthPublic(_Public):
     papers: int
     chunks: int
     embedding_model: str
-    llm: str = Field(description="The default answerer mode (auto, ollama, none).")
+    llm: str = Field(description="The default answerer mode (auto, ollama, openai, none).")
     ollama: OllamaStatusPublic
+    openai: OllamaStatusPublic | None = Field(
+        None, description="The OpenAI-compatible server (host: RAG_OPENAI_BASE_URL), when one is set.")
     auth_required: bool
 
 

@@ -237,9 +237,11 @@ def ask_options(fn: F) -> F:
     fn = click.option("--json", "as_json", is_flag=True, help="Print the documented JSON object.")(fn)
     fn = click.option("--strict", is_flag=True, default=None,
                       help="Drop sentences their citations do not support.")(fn)
-    fn = click.option("--model", help="Ollama model (default: RAG_MODEL or llama3.2).")(fn)
-    fn = click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
-                      help="auto: Ollama when it answers, else offline (default); none: offline.")(fn)
+    fn = click.option("--model", help="Model name (default: RAG_MODEL or llama3.2; an "
+                      "OpenAI-compatible server's first model).")(fn)
+    fn = click.option("--llm", type=click.Choice(["auto", "ollama", "openai", "none"]), default=None,
+                      help="auto: the model server when it answers, else offline (default); "
+                      "ollama; openai (RAG_OPENAI_BASE_URL); none: offline.")(fn)
     fn = click.option("-k", type=click.IntRange(1, 50), default=None,
                       help="Papers to answer from (default: RAG_K or 8).")(fn)
     return fn
@@ -376,9 +378,11 @@ def serve(host: str, port: int, index: str | None) -> None:
 @cli.command("eval")
 @click.option("--set", "set_path", type=click.Path(path_type=Path), default=Path("evals/questions.yaml"),
               show_default=True, help="Question set to run.")
-@click.option("--llm", type=click.Choice(["none", "ollama"]), default="none", show_default=True)
-@click.option("--model", help="Ollama model for --llm ollama.")
-@click.option("--judge", type=click.Choice(["default", "ollama"]), default="default", show_default=True)
+@click.option("--llm", type=click.Choice(["none", "ollama", "openai"]), default="none", show_default=True)
+@click.option("--model", help="Model for --llm ollama or openai.")
+@click.option("--judge", type=click.Choice(["default", "model", "ollama"]), default="default",
+              show_default=True, help="The support judge: the embedding judge, or the model "
+              "(model; ollama is the same).")
 @click.option("--out", type=click.Path(path_type=Path), default=Path("evals/reports"), show_default=True,
               help="Directory for the JSON and Markdown reports.")
 @index_option

@@ -28,9 +28,10 @@ def watch_ingest(paths: tuple[Path, ...], index: str | None, prune: bool = False
 
 @click.command("mcp")
 @index_option
-@click.option("--llm", type=click.Choice(["auto", "ollama", "none"]), default=None,
-              help="How `ask` answers: auto (Ollama if running, else offline; default), none, ollama.")
-@click.option("--model", help="Ollama model for `ask` (default: RAG_MODEL or llama3.2).")
+@click.option("--llm", type=click.Choice(["auto", "ollama", "openai", "none"]), default=None,
+              help="How `ask` answers: auto (the model server if it answers, else offline; "
+              "default), none, ollama, openai.")
+@click.option("--model", help="Model for `ask` (default: RAG_MODEL or llama3.2).")
 @click.option("-k", type=click.IntRange(1, 50), default=None,
               help="Papers `ask` answers from (default: RAG_K or 8).")
 @click.option("--strict", is_flag=True, default=None,

@@ -16,6 +16,12 @@ METRICS: dict[str, str] = {
     "citation_validity": "min", "citation_recall": "min", "citation_precision": "min",
     "faithfulness": "min", "fact_recall": "min", "list_completeness": "min",
     "list_precision": "min", "abstention_accuracy": "min", "false_abstention_rate": "max",
+    # A model's answers (null offline): it wrote past its budget or the deadline (rag did not
+    # stop it); its prompt and answer did not fit the context; a sentence the labelled set
+    # (labels.jsonl beside the set) calls unsupported was shown as supported. stopped_rate:
+    # rag stopped a model repeating itself (what the model did, not a failure of rag's).
+    "runaway_rate": "max", "prompt_over_budget_rate": "max", "unsupported_shown_rate": "max",
+    "stopped_rate": "max",
 }
 _GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
 _DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2212"} | {"\u00d7": "x"})
@@ -64,7 +70,8 @@ def citation_scores(ans: Any, checker: Any) -> dict[str, Any]:
         if not ns:
             recall.append(False)
             continue
-        joint = supported(sent.text, ns)
+        # One citation: the answer's own verdict, by the same judge (not asked twice).
+        joint = bool(sent.supported) if len(ns) == 1 else supported(sent.text, ns)
         recall.append(joint)
         cites += len(ns)
         for n in ns:
@@ -76,8 +83,51 @@ def citation_scores(ans: Any, checker: Any) -> dict[str, Any]:
             "citation_precision": precise / cites if cites else None}
 
 
+def credited(ans: Any) -> list[str]:
+    """The papers a list answer names: cited by a sentence the judge found supported, or by
+    one that names the paper. A marker with nothing of the paper around it names nothing."""
+    by_n = {s.n: s for s in ans.sources}
+    out: list[str] = []
+    for sent in ans.sentences:
+        text = sent.text.lower()
+        for n in sent.citations:
+            src = by_n.get(n)
+            if src is None or src.paper.paper_id in out:
+                continue
+            names = [x.lower() for x in (src.name, src.paper.title, src.paper.label) if x and len(x) >= 3]
+            if sent.supported or any(x in text for x in names):
+                out.append(src.paper.paper_id)
+    return out
+
+
+def model_scores(ans: Any, timeout: float, labels: dict[tuple[str, str], bool]) -> dict[str, Any]:
+    """The guarantees a model's answer keeps (null offline): see METRICS."""
+    budget, usage = ans.budget, ans.usage or {}
+    if not budget:
+        return {}
+    seconds = ans.timings_ms.get("generate", 0.0) / 1000
+    stopped = any("was stopped" in n for n in ans.notices)
+    over = budget.get("max_tokens") is not None and usage.get("completion_tokens", 0) > budget["max_tokens"]
+    window = budget.get("context")
+    prompt = usage.get("prompt_tokens")
+    by_n = {s.n: s.paper.paper_id for s in ans.sources}
+    shown_wrong = any(
+        labels.get((label_key(s.text), by_n.get(n, ""))) is False
+        for s in ans.sentences if s.supported for n in s.citations)
+    return {"runaway_rate": float(over or seconds > timeout), "stopped_rate": float(stopped),
+            "prompt_over_budget_rate": float(bool(window and prompt is not None
+                                                  and prompt + (budget.get("max_tokens") or 0) > window)),
+            "unsupported_shown_rate": float(shown_wrong) if labels else None}
+
+
+def label_key(sentence: str) -> str:
+    """A sentence as labels.jsonl keys it: markers, case and spacing aside."""
+    return " ".join(_GROUP.sub(" ", sentence).lower().split())
+
+
 def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
-                 checker: Any) -> dict[str, Any]:
+                 checker: Any, *, timeout: float = math.inf,
+                 labels: dict[tuple[str, str], bool] | None = None) -> dict[str, Any]:
     relevant = {refs[r] for r in q.papers}
     cited = [s.paper.paper_id for s in ans.sources]
     m: dict[str, Any] = dict.fromkeys(METRICS)
@@ -94,9 +144,9 @@ def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
     if q.facts:
         m["fact_recall"] = sum(fact_found(f, ans.answer) for f in q.facts) / len(q.facts)
     if q.kind == "list":
-        hit = len(set(cited) & relevant)
-        m["list_completeness"] = hit / len(relevant)
-        m["list_precision"] = hit / len(cited) if cited else None
+        m["list_completeness"] = len(set(credited(ans)) & relevant) / len(relevant)
+        m["list_precision"] = len(set(cited) & relevant) / len(cited) if cited else None
+    m.update(model_scores(ans, timeout, labels or {}))
     if q.kind == "unanswerable":
         m["abstention_accuracy"] = float(ans.abstained)
     else:
@@ -111,6 +161,9 @@ def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
         "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported,
                        "support": s.support, "reasons": s.reasons} for s in ans.sentences],
         "metrics": m, "ms": round(ans.timings_ms.get("total", 0.0), 1),
+        "finish_reason": ans.finish_reason, "incomplete": ans.incomplete, "usage": ans.usage,
+        "budget": ans.budget, "notices": ans.notices,
+        "seconds": round(ans.timings_ms.get("total", 0.0) / 1000, 2),
     }
 
 

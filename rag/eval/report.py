@@ -31,7 +31,7 @@ HISTORY = 20  # runs shown in the chart
 _HINT = ("write e.g. `none: {min: {faithfulness: 0.9}, max: {false_abstention_rate: 0.05}, "
          "heldout: {min: {fact_recall: 0.9}}}`")
 Bounds = dict[str, tuple[str, float]]
-SECTIONS = ("none", "ollama", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
+SECTIONS = ("none", "ollama", "openai", "judge")  # one per `rag eval --llm`; judge: tests/test_judge.py's
 
 
 def _key_lines(text: str) -> dict[tuple[str, ...], int]:
@@ -211,9 +211,15 @@ def _split_cells(report: dict[str, Any], name: str) -> list[tuple[str, int]]:
             for s in SPLITS if s in report.get("splits", {})]
 
 
+def answerer(report: dict[str, Any]) -> str:
+    """Who answered: the model's server and name, as its answers say (`openai:MODEL`)."""
+    return next((q["answerer"] for q in report.get("questions", []) if ":" in q.get("answerer", "")),
+                report["llm"] if report["llm"] == "none" else f"{report['llm']}:{report['model']}")
+
+
 def summary_table(report: dict[str, Any]) -> str:
     """The plain-text table `rag eval` prints: the whole set, then each split."""
-    who = report["llm"] if report["llm"] == "none" else f"ollama:{report['model']}"
+    who = answerer(report)
     splits = [s for s in SPLITS if s in report.get("splits", {})]
     head = f"{'metric':<22}{'all':>7}{'n':>5}" + "".join(f"{s:>9}{'n':>5}" for s in splits)
     lines = [f"rag eval  {report['set']}  ({report['questions_n']} questions, answerer {who}, "
@@ -270,7 +276,7 @@ def _history_md(runs: list[dict[str, Any]]) -> list[str]:
 
 
 def markdown(report: dict[str, Any], runs: list[dict[str, Any]]) -> str:
-    who = "offline extractive" if report["llm"] == "none" else f"ollama:{report['model']}"
+    who = "offline extractive" if report["llm"] == "none" else answerer(report)
     out = [f"# rag eval: {report['set']}", "",
            f"{report['created']} · {report['questions_n']} questions · answerer {who} · judge "
            f"{report['judge']} · index `{report['index']}` · {report['seconds']:.0f} s", "",

@@ -60,19 +60,44 @@ def ask(pipeline: Any, question: str, options: Any, history: list[dict[str, str]
     return pipeline.answer(question, options, history=history)
 
 
+def load_labels(path: Path) -> dict[tuple[str, str], bool]:
+    """labels.jsonl beside a set: {(sentence as label_key reads it, paper_id): supported}
+    for sentences a model wrote, labelled by reading the cited abstract ({} if none)."""
+    import json
+
+    from rag.errors import InputError
+    from rag.eval.metrics import label_key
+
+    if not path.exists():
+        return {}
+    out = {}
+    for i, line in enumerate(path.read_text(encoding="utf-8").splitlines(), 1):
+        if not line.strip():
+            continue
+        try:
+            row = json.loads(line)
+            for paper_id in row["paper_ids"]:
+                out[label_key(row["sentence"]), str(paper_id)] = bool(row["supported"])
+        except (ValueError, KeyError, TypeError) as exc:
+            raise InputError(f"{path}:{i}: not a label ({exc})", "each line: {\"sentence\", "
+                             "\"paper_ids\": [...], \"supported\": true|false, ...}; see evals/README.md") from None
+    return out
+
+
 def run_set(pipeline: Any, questions: list[Question], refs: dict[str, str], *, llm: str,
             model: str | None, judge: str,
-            progress: Callable[[str], None] | None = None) -> list[dict[str, Any]]:
+            progress: Callable[[str], None] | None = None,
+            labels: dict[tuple[str, str], bool] | None = None) -> list[dict[str, Any]]:
     """Answer every question as `rag ask`/`rag chat` do, and score it."""
-    from rag.judge import OllamaJudge
     from rag.schema import AskOptions
 
     pipeline.refresh_names()
     checker = pipeline.judge
-    if judge == "ollama":
-        checker = OllamaJudge(pipeline.retriever.embedder, pipeline.client(model))
-        checker.known_names = set(pipeline.judge.known_names)
+    if judge in ("model", "ollama"):  # the answers' own judge: no pair is asked twice
+        checker = pipeline.model_judge(pipeline.client(model, llm))
     options = AskOptions(llm=llm, model=model, judge=judge)  # type: ignore[arg-type]
+    s = getattr(pipeline, "settings", None)  # an answer past both limits ran away
+    timeout = s.answer_timeout + s.llm_timeout if s is not None else float("inf")
     rows = []
     for i, q in enumerate(questions, 1):
         history: list[dict[str, str]] = []
@@ -81,7 +106,7 @@ def run_set(pipeline: Any, questions: list[Question], refs: dict[str, str], *, l
             history += [{"role": "user", "content": turn},
                         {"role": "assistant", "content": ans.answer}]
         ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
-        rows.append(score_answer(q, ans, ranked, refs, checker))
+        rows.append(score_answer(q, ans, ranked, refs, checker, labels=labels, timeout=timeout))
         if progress:
             progress(f"[{i}/{len(questions)}] {q.id}")
     return rows
@@ -103,13 +128,14 @@ def run_cli(settings: Any, *, set_path: Path, llm: str = "none", model: str | No
         print(text, file=sys.stderr, flush=True)
 
     with pipeline:
-        rows = run_set(pipeline, questions, refs, llm=llm, model=model or settings.model,
-                       judge=judge, progress=progress)
+        rows = run_set(pipeline, questions, refs, llm=llm, model=model, judge=judge,
+                       progress=progress, labels=load_labels(set_path.parent / "labels.jsonl"))
     metrics, splits = aggregate(rows), by_split(rows)
     failures = check_all(metrics, splits, thresholds)
     report = {
         "set": set_path.as_posix(), "set_name": f"{set_path.parent.name}-{set_path.stem}",
-        "llm": llm, "model": (model or settings.model) if llm == "ollama" else None,
+        "llm": llm, "model": next((r["answerer"].split(":", 1)[1] for r in rows
+                                   if ":" in r["answerer"]), None),
         "judge": judge, "index": settings.index, "created": time.strftime("%Y-%m-%dT%H:%M:%S"),
         "timestamp": time.time(),
         "seconds": round(time.perf_counter() - started, 1), "questions_n": len(rows),

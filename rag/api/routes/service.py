@@ -13,6 +13,7 @@ from rag.api.deps import LightExecutorDep, PipelineDep, SettingsDep
 from rag.api.models import HealthPublic
 from rag.errors import ModelNotFound, RagError
 from rag.llm import Ollama
+from rag.llm.openai import OpenAICompatible
 
 log = logging.getLogger("rag.api")
 router = APIRouter(tags=["service"])
@@ -30,24 +31,35 @@ async def health(pipeline: PipelineDep, light: LightExecutorDep, settings: Setti
         except RagError as exc:  # the index broke under the server: /health still answers
             log.error("health: %s (hint: %s)", exc.message, exc.hint)
             index, index_error = {"papers": 0, "chunks": 0}, f"{exc.message} ({exc.hint})"
-        ollama: dict[str, Any] = {"host": settings.ollama_host, "model": settings.model,
-                                  "reachable": False, "model_present": False, "error": None}
-        client = None
-        try:
-            client = Ollama(settings.ollama_host, settings.model, HEALTH_OLLAMA_TIMEOUT)
-            client.check()
-            ollama.update(reachable=True, model_present=True)
-        except Exception as exc:  # /health reports Ollama's state, never fails on it
-            ollama["reachable"] = isinstance(exc, ModelNotFound)
-            ollama["error"] = exc.message if isinstance(exc, RagError) else str(exc)
-        finally:
-            if client is not None:
-                client.close()
+        ollama = _status(lambda: Ollama(settings.ollama_host, settings.model, HEALTH_OLLAMA_TIMEOUT),
+                         settings.ollama_host, settings.model)
+        openai = _status(lambda: OpenAICompatible.from_settings(
+            settings.model_copy(update={"llm_timeout": HEALTH_OLLAMA_TIMEOUT})),
+            settings.openai_base_url, settings.model) if settings.openai_base_url else None
         return {
             "status": "error" if index_error else "ok", "index_error": index_error,
             "version": __version__, "index": settings.index, **index,
             "embedding_model": getattr(pipeline.retriever.embedder, "name", "unknown"),
-            "llm": settings.llm, "ollama": ollama, "auth_required": bool(settings.api_key),
+            "llm": settings.llm, "ollama": ollama, "openai": openai,
+            "auth_required": bool(settings.api_key),
         }
 
     return await relay.run_blocking(light, probe)
+
+
+def _status(connect: Any, host: str | None, model: str) -> dict[str, Any]:
+    """A model server's state for /health: reachable, the model there, or why not."""
+    out: dict[str, Any] = {"host": host, "model": model, "reachable": False,
+                           "model_present": False, "error": None}
+    client = None
+    try:
+        client = connect()
+        out["model"] = client.check()["model"]
+        out.update(reachable=True, model_present=True)
+    except Exception as exc:  # /health reports the server's state, never fails on it
+        out["reachable"] = isinstance(exc, ModelNotFound)
+        out["error"] = exc.message if isinstance(exc, RagError) else str(exc)
+    finally:
+        if client is not None:
+            client.close()
+    return out

@@ -12,136 +12,27 @@ import logging
 import re
 import threading
 from collections.abc import Iterator
-from dataclasses import dataclass
 from typing import Any
 
 import httpx
 
 from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
+from rag.llm.base import (
+    StreamBroken,
+    StreamEnd,
+    ThinkFilter,
+    Thinking,
+    Token,
+    excerpt,
+    is_html,
+    opens_think_in_prompt,
+)
 
 log = logging.getLogger(__name__)
-
-OPEN, CLOSE = "<think>", "</think>"
 _UNSET: Any = object()  # "take it from the process's settings"
-
-
-@dataclass(frozen=True)
-class Token:
-    """Answer text from the model, reasoning removed."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class Thinking:
-    """Reasoning text (message.thinking, or a <think> block): never part of the answer."""
-
-    text: str
-
-
-@dataclass(frozen=True)
-class StreamEnd:
-    """The model's last message: why it stopped and how many tokens it read and wrote."""
-
-    done_reason: str | None
-    prompt_tokens: int | None
-    completion_tokens: int | None
-
-
-class StreamBroken(LLMError):
-    """The answer stream stopped before the model said it was done; `partial` holds what came."""
-
-    def __init__(self, partial: str, cause: str) -> None:
-        super().__init__(f"the answer stream from Ollama broke off ({cause})",
-                         "the answer is incomplete; ask again, and check `ollama serve`'s log")
-        self.partial = partial
-
-
-def _held_prefix(text: str, tags: tuple[str, ...]) -> int:
-    """Length of the longest end of `text` that could be the start of one of `tags`."""
-    for size in range(min(len(text), max(map(len, tags)) - 1), 0, -1):
-        if any(t.startswith(text[-size:]) for t in tags):
-            return size
-    return 0
-
-
-class ThinkFilter:
-    """Splits a model's content stream into answer (Token) and reasoning (Thinking).
-
-    Written by hand: Ollama separates reasoning only when asked (`think`) and only for models
-    it knows; older servers and other models put it in the content between <think> and
-    </think>, with the tags cut anywhere between chunks. Rules: text between <think> and
-    </think> is reasoning, wherever it occurs; an unterminated <think> makes the rest
-    reasoning; a </think> with no opening tag ends reasoning that began before the stream
-    (start with `inside=True` when the model's template opens the block in the prompt;
-    otherwise the stray tag is dropped). A tag cut at the end of a chunk is held back until
-    the next chunk decides it.
-    """
-
-    def __init__(self, inside: bool = False) -> None:
-        self.inside = inside
-        self._held = ""
-        self._trim = inside  # the answer after a reasoning block starts at its first non-space
-
-    def feed(self, text: str) -> list[Token | Thinking]:
-        buf, self._held = self._held + text, ""
-        out: list[Token | Thinking] = []
-        while buf:
-            tags = (CLOSE,) if self.inside else (OPEN, CLOSE)
-            found = [(buf.find(t), t) for t in tags if t in buf]
-            if not found:
-                keep = _held_prefix(buf, tags)
-                self._emit(out, buf[: len(buf) - keep])
-                self._held = buf[len(buf) - keep:]
-                break
-            at, tag = min(found)
-            self._emit(out, buf[:at])
-            buf = buf[at + len(tag):]
-            self.inside = tag == OPEN
-            self._trim = tag == CLOSE
-        return out
-
-    def flush(self) -> list[Token | Thinking]:
-        """What is held at the end of the stream (a tag that never completed is text)."""
-        out: list[Token | Thinking] = []
-        self._emit(out, self._held)
-        self._held = ""
-        return out
-
-    def _emit(self, out: list[Token | Thinking], text: str) -> None:
-        if not self.inside and self._trim:
-            text = text.lstrip()
-            self._trim = not text
-        if not text:
-            return
-        kind = Thinking if self.inside else Token
-        if out and isinstance(out[-1], kind):
-            out[-1] = kind(out[-1].text + text)
-        else:
-            out.append(kind(text))
-
-
-def is_html(reply: str) -> bool:
-    return re.match(r"\s*<(!doctype|html|head|body)\b", reply, re.I) is not None
-
-
-def excerpt(reply: str, limit: int = 200) -> str:
-    """A server's reply as an error message quotes it: on one line, at most `limit`
-    characters, and an HTML page by its title (or its text), never its markup."""
-    if is_html(reply):
-        title = re.search(r"<title[^>]*>(.*?)</title>", reply, re.I | re.S)
-        words = " ".join(re.sub(r"<[^>]*>", " ", title.group(1) if title else reply).split())
-        reply = f'an HTML page ("{words}")' if words else "an HTML page"
-    reply = " ".join(reply.split())
-    return reply if len(reply) <= limit else reply[: limit - 1] + "…"
-
-
-def opens_think_in_prompt(template: str) -> bool:
-    """Does the model's chat template end the prompt inside a <think> block (QwQ, some R1
-    builds)? Then its output starts with reasoning and only a </think> marks the answer."""
-    at = template.rfind(OPEN)
-    return at >= 0 and CLOSE not in template[at:]
-
+# Ollama's own 404 for a model it lacks: "model 'x' not found" (older: 'model "x" not found,
+# try pulling it first'); any other 404 is a server that is not Ollama.
+_OLLAMA_NOT_FOUND = re.compile(r"model ['\"].*['\"] not found", re.I)
 
 class Ollama:
     """A model on an Ollama server. `think`, `keep_alive`, `num_predict`: Ollama's options
@@ -149,7 +40,7 @@ class Ollama:
 
     def __init__(self, host: str, model: str, timeout: float = 120.0, num_ctx: int = 8192, *,
                  think: bool | str | None = _UNSET, keep_alive: float | str | None = _UNSET,
-                 num_predict: int | None = _UNSET) -> None:
+                 num_predict: int | None = _UNSET, temperature: float = 0.0) -> None:
         import ollama
 
         if _UNSET in (think, keep_alive, num_predict):
@@ -166,7 +57,9 @@ class Ollama:
         self.think = think
         self.keep_alive = keep_alive
         self.num_predict = num_predict
+        self.temperature = temperature
         self._template: str | None = None
+        self._trained_ctx: int | None = None  # the model's own context length (/api/show)
         self._lock = threading.Lock()
         # A TLS context loads the CA bundle (~30-50 ms per answer); plain http (Ollama's
         # default, also without a scheme) never uses it.
@@ -178,7 +71,8 @@ class Ollama:
                       timeout: float | None = None) -> Ollama:
         s = settings
         return cls(s.ollama_host, model or s.model, s.llm_timeout if timeout is None else timeout,
-                   s.num_ctx, think=s.think, keep_alive=s.keep_alive, num_predict=s.num_predict)
+                   s.num_ctx, think=s.think, keep_alive=s.keep_alive, num_predict=s.num_predict,
+                   temperature=s.temperature)
 
     def close(self) -> None:
         self.client.close()
@@ -189,16 +83,21 @@ class Ollama:
     def __exit__(self, *exc: object) -> None:
         self.close()
 
+    kind = "ollama"
+
     @property
     def options(self) -> dict[str, Any]:
-        opts: dict[str, Any] = {"temperature": 0, "num_ctx": self.num_ctx, "seed": 0}
+        opts: dict[str, Any] = {"temperature": self.temperature, "num_ctx": self.num_ctx, "seed": 0}
         if self.num_predict is not None:
             opts["num_predict"] = self.num_predict
         return opts
 
-    def _request(self) -> dict[str, Any]:
+    def _request(self, max_tokens: int | None = None) -> dict[str, Any]:
         """Keyword arguments of every chat request; unset options are not sent at all."""
-        out: dict[str, Any] = {"model": self.model, "options": self.options}
+        options = self.options
+        if max_tokens is not None:
+            options["num_predict"] = max_tokens
+        out: dict[str, Any] = {"model": self.model, "options": options}
         if self.think is not None:
             out["think"] = self.think
         if self.keep_alive is not None:
@@ -210,6 +109,11 @@ class Ollama:
 
         if isinstance(exc, ollama.ResponseError):
             if exc.status_code == 404:
+                if not _OLLAMA_NOT_FOUND.search(str(exc.error)) and self._speaks_openai():
+                    # llama.cpp's server, LM Studio, vLLM: no /api/*, so "ollama pull" is no help
+                    return LLMError(f"the server at {self.host} is not Ollama: it answers the "
+                                    "OpenAI API (/v1/models) but not Ollama's (/api/show)",
+                                    f"use --llm openai with RAG_OPENAI_BASE_URL={self.host.rstrip('/')}/v1")
                 return ModelNotFound(f"the model '{self.model}' is not available in Ollama at {self.host}",
                                      f"run `ollama pull {self.model}`, or pick another with --model")
             reply = excerpt(str(exc.error))
@@ -241,15 +145,47 @@ class Ollama:
         return LLMError(f"talking to Ollama at {self.host} failed: {type(exc).__name__}: "
                         f"{excerpt(str(exc))}", "check `ollama serve`'s log")
 
+    def _speaks_openai(self) -> bool:
+        """Does the server answer the OpenAI API's model list (asked only to name the fix)?"""
+        try:
+            reply = httpx.get(f"{self.host.rstrip('/')}/v1/models", timeout=min(self.timeout, 30.0))
+            return reply.status_code == 200 and isinstance(reply.json().get("data"), list)
+        except (httpx.HTTPError, ValueError, AttributeError):
+            return False
+
+    def _show(self) -> Any:
+        """Read the model's template and context length (/api/show); the reply."""
+        info = self.client.show(self.model)
+        lengths = [v for k, v in (getattr(info, "modelinfo", None) or {}).items()
+                   if k.endswith(".context_length") and isinstance(v, int)]
+        with self._lock:
+            self._template = str(getattr(info, "template", "") or "")
+            self._trained_ctx = min(lengths) if lengths else None
+        return info
+
     def check(self) -> dict[str, Any]:
         """Is Ollama up and the model present? Raises the matching error otherwise."""
         try:
-            info = self.client.show(self.model)
+            info = self._show()
         except Exception as exc:
             raise self._map(exc) from exc
-        with self._lock:
-            self._template = str(getattr(info, "template", "") or "")
         return {"model": self.model, "details": getattr(info, "details", None)}
+
+    def context_window(self) -> int | None:
+        """num_ctx, or the model's own context length when that is shorter (Ollama loads the
+        model with the shorter of the two)."""
+        with self._lock:
+            known, trained = self._template, self._trained_ctx
+        if known is None:
+            try:
+                self._show()
+            except httpx.TimeoutException as exc:  # as in _starts_inside: said now, not twice
+                raise self._map(exc) from exc
+            except Exception as exc:  # the chat request itself reports a real problem
+                log.debug("could not read %s's context length: %s", self.model, exc)
+            with self._lock:
+                trained = self._trained_ctx
+        return min(self.num_ctx, trained) if trained else self.num_ctx
 
     def _starts_inside(self) -> bool:
         """Whether this model's output begins inside a <think> block (asked once per client;
@@ -258,7 +194,7 @@ class Ollama:
             known = self._template
         if known is None:
             try:
-                known = str(self.client.show(self.model).template or "")
+                self._show()
             except httpx.TimeoutException as exc:
                 # A server that does not say within the timeout will not answer the chat
                 # either: report it now, not after waiting the whole timeout a second time.
@@ -267,17 +203,20 @@ class Ollama:
                 log.debug("could not read %s's template: %s", self.model, exc)
                 return False
             with self._lock:
-                self._template = known
-        return opens_think_in_prompt(known)
+                known = self._template
+        return opens_think_in_prompt(known or "")
 
-    def stream(self, messages: list[dict[str, str]]) -> Iterator[Token | Thinking | StreamEnd]:
+    def stream(self, messages: list[dict[str, str]],
+               max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]:
         """Yield the answer and the reasoning apart as they arrive, then one StreamEnd; raise
-        StreamBroken (with the answer so far) if the stream stops early."""
+        StreamBroken (with the answer so far) if the stream stops early. `max_tokens`: this
+        answer's budget (Ollama's num_predict), else RAG_NUM_PREDICT's."""
         got: list[str] = []
         done = False
         filt = ThinkFilter(inside=self._starts_inside())
         try:
-            for part in self.client.chat(messages=messages, stream=True, **self._request()):
+            for part in self.client.chat(messages=messages, stream=True,
+                                         **self._request(max_tokens)):
                 items: list[Token | Thinking] = []
                 if part.message.thinking:
                     items.append(Thinking(part.message.thinking))
@@ -299,11 +238,12 @@ class Ollama:
         if not done:
             raise StreamBroken("".join(got), "no end-of-answer message")
 
-    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None) -> str:  # noqa: A002 (Ollama's name)
+    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
+                 max_tokens: int | None = None) -> str:
         """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
         try:
             resp = self.client.chat(messages=messages, stream=False, format=format,
-                                    **self._request())
+                                    **self._request(max_tokens))
         except Exception as exc:
             raise self._map(exc) from exc
         filt = ThinkFilter(inside=self._starts_inside())

@@ -1,0 +1,253 @@
+"""The one module that talks to OpenAI-compatible servers (llama.cpp's llama-server, LM
+Studio, vLLM, LocalAI, Jan, Ollama's /v1); maps their failures to RagErrors.
+
+Over httpx rather than the `openai` package: rag needs two endpoints (GET /models, POST
+/chat/completions) and the server-sent events of one of them, and the package costs about
+0.4 s of import on every `rag ask` that uses it. One client is shared by every answer in a
+process, as for Ollama: httpx's client is thread-safe, each stream has its own ThinkFilter.
+"""
+
+from __future__ import annotations
+
+import json
+import logging
+import threading
+from collections.abc import Iterator
+from typing import Any
+
+import httpx
+
+from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
+from rag.llm.base import StreamBroken, StreamEnd, ThinkFilter, Thinking, Token, excerpt, is_html
+
+log = logging.getLogger(__name__)
+
+# Where servers put a model's context length in /v1/models: vLLM (max_model_len), llama.cpp
+# (meta.n_ctx), LM Studio and others (context_length, max_context_length).
+_CONTEXT_KEYS = ("max_model_len", "context_length", "max_context_length", "n_ctx")
+_SERVERS = ("start it (llama.cpp: `llama-server -m MODEL.gguf --port 8080`; LM Studio: its "
+            "local server; vLLM: `vllm serve MODEL`), set RAG_OPENAI_BASE_URL, or use --llm none")
+
+
+class OpenAICompatible:
+    """A model behind an OpenAI-compatible chat completions API at `base_url` (".../v1").
+    `model` None: the first model the server lists."""
+
+    kind = "openai"
+
+    def __init__(self, base_url: str, model: str | None, timeout: float = 120.0, *,
+                 api_key: str | None = None, num_predict: int | None = None,
+                 num_ctx: int = 8192, temperature: float = 0.0) -> None:
+        self.host = base_url.rstrip("/")
+        self._model = model
+        self.timeout = timeout
+        self.num_predict = num_predict
+        self.num_ctx = num_ctx  # what is assumed when the server does not say
+        self.temperature = temperature
+        self._models: list[dict[str, Any]] | None = None
+        self._lock = threading.Lock()
+        headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
+        self.client = httpx.Client(base_url=self.host, timeout=timeout, headers=headers,
+                                   verify=self.host.lower().startswith("https://"))
+
+    @classmethod
+    def from_settings(cls, settings: Any, model: str | None = None) -> OpenAICompatible:
+        s = settings
+        if not model and "model" in s.model_fields_set:
+            model = s.model  # RAG_MODEL set on purpose; rag's default names an Ollama model
+        return cls(s.openai_base_url or "", model, s.llm_timeout, api_key=s.openai_api_key,
+                   num_predict=s.num_predict, num_ctx=s.num_ctx, temperature=s.temperature)
+
+    def close(self) -> None:
+        self.client.close()
+
+    def __enter__(self) -> OpenAICompatible:
+        return self
+
+    def __exit__(self, *exc: object) -> None:
+        self.close()
+
+    # -- errors -------------------------------------------------------------------------------
+
+    def _map(self, exc: BaseException) -> LLMError:
+        if isinstance(exc, httpx.HTTPStatusError):
+            reply = exc.response.text
+            said = excerpt(_error_text(reply))
+            code = exc.response.status_code
+            if is_html(reply):
+                return LLMError(f"the server at {self.host} answered {code} with {said}",
+                                "check RAG_OPENAI_BASE_URL: it should end in /v1 of an "
+                                "OpenAI-compatible server")
+            if code in (401, 403):
+                return LLMError(f"the server at {self.host} refused the request ({code}: {said})",
+                                "set RAG_OPENAI_API_KEY to a key the server accepts")
+            if code == 404 and "model" in said.lower():
+                return ModelNotFound(f"the model '{self.model}' is not served at {self.host} ({said})",
+                                     f"pick one of {', '.join(self.listed()) or 'its models'} "
+                                     "with --model")
+            if code == 404:
+                return LLMError(f"the server at {self.host} has no OpenAI chat API ({said})",
+                                "check RAG_OPENAI_BASE_URL: it should end in /v1 (e.g. "
+                                "http://127.0.0.1:8080/v1)")
+            return LLMError(f"the server at {self.host} answered {code}: {said}",
+                            "check the server's log")
+        if isinstance(exc, httpx.TimeoutException):
+            return LLMTimeout(f"the server at {self.host} did not answer within {self.timeout:g} s",
+                              "raise RAG_LLM_TIMEOUT, use a smaller model, or use --llm none")
+        if isinstance(exc, (httpx.ConnectError, ConnectionError)):
+            return LLMUnavailable(f"no OpenAI-compatible server is running at {self.host}", _SERVERS)
+        if isinstance(exc, (ValueError, KeyError, TypeError, AttributeError)):
+            return LLMError(f"the server at {self.host} did not answer as an OpenAI-compatible "
+                            f"server does ({excerpt(str(exc))})",
+                            "check RAG_OPENAI_BASE_URL: it should end in /v1")
+        if isinstance(exc, httpx.HTTPError):
+            return LLMError(f"the server at {self.host} closed the connection without an answer "
+                            f"({excerpt(str(exc)) or type(exc).__name__})", "check the server's log")
+        return LLMError(f"talking to {self.host} failed: {type(exc).__name__}: {excerpt(str(exc))}",
+                        "check the server's log")
+
+    # -- the server's models ------------------------------------------------------------------
+
+    def _list(self) -> list[dict[str, Any]]:
+        with self._lock:
+            if self._models is not None:
+                return self._models
+        try:
+            reply = self.client.get("/models")
+            reply.raise_for_status()
+            data = reply.json()["data"]
+            models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+        except Exception as exc:
+            raise self._map(exc) from exc
+        with self._lock:
+            self._models = models
+        return models
+
+    def listed(self) -> list[str]:
+        try:
+            return [m["id"] for m in self._list()]
+        except LLMError:
+            return []
+
+    @property
+    def model(self) -> str:
+        """The model asked for, or the server's first (llama.cpp and LM Studio serve one)."""
+        if self._model:
+            return self._model
+        models = self._list()
+        if not models:
+            raise ModelNotFound(f"the server at {self.host} lists no model", "load one, or name it with --model")
+        self._model = models[0]["id"]
+        return self._model
+
+    def check(self) -> dict[str, Any]:
+        """Is the server up and the model there? Raises the matching error otherwise."""
+        ids = [m["id"] for m in self._list()]
+        if self._model and ids and self._model not in ids and len(ids) > 1:
+            raise ModelNotFound(f"the model '{self._model}' is not served at {self.host}",
+                                f"pick one of {', '.join(ids)} with --model")
+        return {"model": self.model, "details": None}
+
+    def context_window(self) -> int | None:
+        """The model's context length as the server lists it, else RAG_NUM_CTX."""
+        try:
+            models = self._list()
+        except LLMError:
+            return self.num_ctx
+        entry = next((m for m in models if m["id"] == self._model), models[0] if models else {})
+        for where in (entry, entry.get("meta") or {}):
+            for key in _CONTEXT_KEYS:
+                if isinstance(where.get(key), int) and where[key] > 0:
+                    return int(where[key])
+        return self.num_ctx
+
+    # -- answers ------------------------------------------------------------------------------
+
+    def _body(self, messages: list[dict[str, str]], max_tokens: int | None) -> dict[str, Any]:
+        body: dict[str, Any] = {"model": self.model, "messages": messages,
+                                "temperature": self.temperature, "seed": 0}
+        limit = max_tokens if max_tokens is not None else self.num_predict
+        if limit is not None and limit > 0:
+            body["max_tokens"] = limit
+        return body
+
+    def stream(self, messages: list[dict[str, str]],
+               max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]:
+        """As Ollama.stream: the answer and the reasoning apart, then one StreamEnd."""
+        body = {**self._body(messages, max_tokens), "stream": True,
+                "stream_options": {"include_usage": True}}
+        got: list[str] = []
+        reason: str | None = None
+        usage: dict[str, Any] = {}
+        done = False
+        filt = ThinkFilter()
+        try:
+            with self.client.stream("POST", "/chat/completions", json=body) as reply:
+                if reply.status_code >= 400:
+                    reply.read()
+                    reply.raise_for_status()
+                # Server-sent events, one JSON object per "data:" line; "[DONE]" ends them.
+                for line in reply.iter_lines():
+                    if not line.startswith("data:"):
+                        continue
+                    data = line[5:].strip()
+                    if data == "[DONE]":
+                        done = True
+                        break
+                    event = json.loads(data)
+                    if event.get("error"):
+                        raise LLMError(f"the server at {self.host} reported an error: "
+                                       f"{excerpt(json.dumps(event['error']))}", "check the server's log")
+                    usage = event.get("usage") or usage
+                    for choice in event.get("choices") or []:
+                        delta = choice.get("delta") or {}
+                        items: list[Token | Thinking] = []
+                        if delta.get("reasoning_content") or delta.get("reasoning"):
+                            items.append(Thinking(delta.get("reasoning_content") or delta["reasoning"]))
+                        items += filt.feed(delta.get("content") or "")
+                        reason = choice.get("finish_reason") or reason
+                        for item in items:
+                            if isinstance(item, Token):
+                                got.append(item.text)
+                            yield item
+        except LLMError:
+            raise
+        except Exception as exc:
+            if got:
+                raise StreamBroken("".join(got), str(exc) or type(exc).__name__, self.host,
+                                   "check the server's log") from exc
+            raise self._map(exc) from exc
+        if not done and reason is None:
+            raise StreamBroken("".join(got), "no end-of-answer message", self.host,
+                               "check the server's log")
+        for item in filt.flush():
+            yield item
+        yield StreamEnd(reason or "stop", usage.get("prompt_tokens"), usage.get("completion_tokens"))
+
+    def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
+                 max_tokens: int | None = None) -> str:
+        """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
+        body = self._body(messages, max_tokens)
+        if format is not None:
+            body["response_format"] = {"type": "json_schema",
+                                       "json_schema": {"name": "reply", "schema": format}}
+        try:
+            reply = self.client.post("/chat/completions", json=body)
+            reply.raise_for_status()
+            content = reply.json()["choices"][0]["message"].get("content") or ""
+        except Exception as exc:
+            raise self._map(exc) from exc
+        filt = ThinkFilter()
+        items = filt.feed(str(content)) + filt.flush()
+        return "".join(i.text for i in items if isinstance(i, Token))
+
+
+def _error_text(reply: str) -> str:
+    """The message of an OpenAI-style error body ({"error": {"message": ...}}), else the body."""
+    try:
+        err = json.loads(reply).get("error")
+    except (ValueError, AttributeError):
+        return reply
+    if isinstance(err, dict):
+        return str(err.get("message") or err)
+    return str(err or reply)
