@@ -101,6 +101,13 @@ class Settings(BaseSettings):
                                "when no API key is set (localhost and its own address always; `*`: any).")
     max_body_kb: int = Field(1024, ge=1, le=1_048_576, description="Largest request body, in KB "
                              "(refused with 413 before it is parsed).")
+    # An MCP session holds about 18 KB until it ends (benchmarks/mcp_sessions.py); sessions a
+    # client never ended (DELETE /mcp) were held for 30 minutes, up to 10,000 (the SDK's own).
+    mcp_max_sessions: int = Field(100, ge=1, le=100_000, description="Most /mcp sessions "
+                                  "`rag serve` keeps open at once; one more is refused (503).")
+    mcp_session_idle_s: float = Field(600.0, gt=0, le=86_400, description="Seconds an /mcp "
+                                      "session may go without a request before it is closed "
+                                      "(its client opens a new one, as the protocol says).")
 
     @field_validator("keep_alive")
     @classmethod

@@ -21,14 +21,8 @@ import numpy as np
 
 from rag.config import Settings
 from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
-from rag.corpus.merge import (
-    Merge,
-    Merger,
-    entries,
-    gone_sources,
-    merge_with_index,
-    records_in_order,
-)
+from rag.corpus.merge import Merge
+from rag.corpus.reingest import plan, records_in_order
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
@@ -55,6 +49,7 @@ class IngestReport:
     left_out: dict[str, int] = field(default_factory=dict)  # records no error, not ingested
     merges: list[Merge] = field(default_factory=list)  # records found to be one paper
     notes: list[str] = field(default_factory=list)  # what was read, when worth saying
+    deletions: list[str] = field(default_factory=list)  # what each PubMed DeleteCitation did
     seconds: float = 0.0
 
     def summary(self) -> str:
@@ -71,6 +66,12 @@ class IngestReport:
         merged = len({m.paper_id for m in self.merges})
         if merged:
             text += f"; merged {merged} paper(s) seen in several sources"
+            # an abstract not kept is no longer searched: said here too, not only on stderr
+            dropped = len({m.paper_id for m in self.merges if m.differ})
+            if dropped:
+                text += f" ({dropped} with another abstract not kept: rag papers --duplicates)"
+        if self.deletions:
+            text += f"; PubMed deleted {len(self.deletions)} PMID(s)"
         return text
 
     def left_out_text(self) -> str:
@@ -210,13 +211,7 @@ def ingest(
         for why, n in r.left_out.items():
             report.left_out[why] = report.left_out.get(why, 0) + n
     records, deleted = records_in_order(results)
-    merger = Merger(replace)
-    for record in records:
-        merger.add(record)
-    papers = merger.papers
-    report.merges = merger.merges
-    report.papers = len(papers)
-    if not papers and not prune and not deleted:
+    if not records and not prune and not deleted:
         if report.left_out:
             raise InputError(f"no papers to ingest: left out {report.left_out_text()}",
                              "loosen --category/--since, or point at files with abstracts in them")
@@ -227,11 +222,11 @@ def ingest(
         store = store or Store(settings, upgrade=True)  # an older index is upgraded here
         states = store.paper_states()
         stored = {p.paper_id: p for p in store.papers()} if states else {}
-        source_paths = store.source_paths() if prune else {}
-        papers, merges, absorbed = merge_with_index(papers, list(stored.values()),
-                                                    {r.source for r in results}, replace,
-                                                    gone_sources(stored, source_paths))
-        report.merges += merges
+        # A restricted read saw only part of each file: what it left out is not gone from it.
+        update = plan(results, stored, {pid: state[3] for pid, state in states.items()}, replace=replace,
+                      prune=prune, partial=bool(restrict and restrict.active()),
+                      source_paths=store.source_paths() if prune else {})
+        papers, report.merges, report.deletions = update.papers, update.merges, update.deletions
         report.papers = len(papers)
         todo: dict[str, list[Paper]] = defaultdict(list)
         rewritten: list[Paper] = []  # changed where nothing is embedded: a new record, same vectors
@@ -250,21 +245,7 @@ def ingest(
                     continue
             todo[paper.source].append(paper)
 
-        present = {p.paper_id for p in papers}
-        # A restricted read saw only part of each file: what it left out is not gone from it.
-        read_sources = set() if restrict and restrict.active() else {r.source for r in results}
-        gone: set[str] = set(absorbed)
-        for pid, (_, _, _, source) in states.items():
-            if pid in present:
-                continue
-            known = stored.get(pid)
-            # a paper merged from several files stays while a file not read now holds it
-            all_read = known is None or all(e.get("source") in read_sources for e in entries(known))
-            if known is not None and known.ids.get("pmid") in deleted:
-                gone.add(pid)  # PubMed deleted the citation
-            elif (source in read_sources and all_read) or (
-                    prune and not Path(source_paths.get(pid, source)).exists()):
-                gone.add(pid)
+        gone = update.removed
         report.removed = len(gone)
 
         if todo:

@@ -1,4 +1,7 @@
-"""Print the CLI reference (every command's --help) as Markdown; `--write` updates README.md."""
+"""Print the CLI reference (every command's --help) as Markdown; `--write` updates README.md.
+
+The documentation's CLI page is generated from `reference()` too, at `mkdocs build` time
+(scripts/docs_reference.py)."""
 
 from __future__ import annotations
 
@@ -24,11 +27,13 @@ def _commands(group: click.Group, prefix: list[str]) -> list[tuple[list[str], cl
     return out
 
 
-def reference() -> str:
+def reference(level: int = 4, width: int = 100) -> str:
+    """Every command's --help under a heading of `level` (README.md: 4; the docs page: 2),
+    wrapped at `width` (narrower, click cuts the commands' one-line summaries)."""
     parts = []
     for path, cmd in _commands(cli, []):
-        ctx = click.Context(cmd, info_name=" ".join(["rag", *path]), terminal_width=100)
-        parts.append(f"#### `{' '.join(['rag', *path])}`\n\n```text\n{cmd.get_help(ctx)}\n```\n")
+        ctx = click.Context(cmd, info_name=" ".join(["rag", *path]), terminal_width=width)
+        parts.append(f"{'#' * level} `{' '.join(['rag', *path])}`\n\n```text\n{cmd.get_help(ctx)}\n```\n")
     return "\n".join(parts)
 
 

@@ -89,7 +89,7 @@ def test_papers_json_lists_all_sixty_papers_with_all_fields(project) -> None:  #
     assert proc.returncode == 0, proc.stderr
     papers = json.loads(proc.stdout)["papers"]
     assert len(papers) == 60
-    fields = {f.name for f in dataclasses.fields(Paper)} - {"line", "format"}  # internal
+    fields = {f.name for f in dataclasses.fields(Paper)} - Paper.INTERNAL
     for got, golden in zip(papers, GOLDEN, strict=True):
         assert set(got) == fields
         golden = dict(golden)

@@ -531,3 +531,27 @@ def test_openapi_documents_the_export_formats(client: TestClient) -> None:
         assert content["application/json"]["schema"]["$ref"].endswith("Public")
         param = next(p for p in op["parameters"] if p["name"] == "format")
         assert param["schema"]["enum"] == ["json", "bibtex", "ris", "csl-json"]
+
+
+_LATEX_TEXT = "ab1 -'`\"%$&{}\\~^_#<>|.@éß×–—漢\u0301\u0308\u0327\u20d7\ufe0f"
+
+
+def test_latex_is_the_encoders_text_for_any_text() -> None:
+    """latex() leaves plain runs to themselves and encodes the rest with the encoder: the
+    same text as the encoder's over the whole (pairs of dashes and quotes, combining accents
+    after a plain letter, braces and specials), over the seeds and any mix of such characters."""
+    from hypothesis import given, settings
+    from hypothesis import strategies as st
+
+    from rag.export import _LATEX, _flat, latex
+
+    for p in (p for f in expand_paths([SEEDS]) for p in read_file(f).papers):
+        for text in (p.title or "", p.abstract, *p.authors):
+            assert latex(text) == _LATEX.unicode_to_latex(_flat(text))
+
+    @settings(max_examples=3000, deadline=None)
+    @given(st.text(alphabet=st.sampled_from(_LATEX_TEXT), max_size=30) | st.text(max_size=30))
+    def same(text: str) -> None:
+        assert latex(text) == _LATEX.unicode_to_latex(_flat(text))
+
+    same()

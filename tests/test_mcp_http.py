@@ -99,3 +99,59 @@ def test_a_client_leaving_mid_call_leaves_the_server_answering(server: RagServer
         assert session.ok("list_papers")["total"] == 60
         assert "3.76x" in session.ok("ask", question=QUESTION)["answer"]
     assert httpx.get(f"{server.url}/health").json()["papers"] == 60
+
+
+INITIALIZE = {"jsonrpc": "2.0", "id": 1, "method": "initialize", "params": {
+    "protocolVersion": "2025-06-18", "capabilities": {}, "clientInfo": {"name": "test", "version": "1"}}}
+MCP_HEADERS = {"Accept": "application/json, text/event-stream", "Content-Type": "application/json"}
+
+
+@pytest.fixture(scope="module")
+def limited(seeded_settings, tmp_path_factory: pytest.TempPathFactory) -> Iterator[RagServer]:  # type: ignore[no-untyped-def]
+    """A `rag serve` without a key, keeping at most 3 MCP sessions, each closed after 2 s
+    without a request."""
+    env = {"RAG_MCP_MAX_SESSIONS": "3", "RAG_MCP_SESSION_IDLE_S": "2"}
+    with serving(seeded_settings.home, tmp_path_factory.mktemp("mcp-limited"), env) as srv:
+        yield srv
+
+
+def open_session(url: str) -> httpx.Response:
+    return httpx.post(f"{url}/mcp", json=INITIALIZE, headers=MCP_HEADERS, timeout=30)
+
+
+def test_sessions_are_capped_and_closed_when_idle(limited: RagServer) -> None:
+    """1,000 sessions a client never closed held 41 MB for good: they end when idle now, and
+    no more than RAG_MCP_MAX_SESSIONS are open at once."""
+    import time
+
+    opened = [open_session(limited.url) for _ in range(3)]
+    assert [r.status_code for r in opened] == [200] * 3
+    ids = [r.headers["mcp-session-id"] for r in opened]
+    refused = open_session(limited.url)
+    assert refused.status_code == 503 and "Too many open sessions" in refused.text
+    deadline = time.monotonic() + 60
+    while (again := open_session(limited.url)).status_code == 503:  # room once they are idle
+        assert time.monotonic() < deadline, "no session closed within 60 s"
+        time.sleep(0.5)
+    assert again.status_code == 200
+    for sid in ids:  # a closed session's client is told to start a new one
+        gone = httpx.post(f"{limited.url}/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                          headers={**MCP_HEADERS, "Mcp-Session-Id": sid}, timeout=30)
+        assert gone.status_code == 404, gone.text
+    assert httpx.get(f"{limited.url}/health").json()["papers"] == 60
+
+
+@pytest.mark.parametrize(("origin", "status"), [
+    ("http://evil.example", 403), ("https://127.0.0.1.evil.example", 403), ("null", 403),
+    ("http://localhost:5173", 404), ("http://127.0.0.1", 404), (None, 404)])
+def test_mcp_answers_pages_of_this_machine_only(limited: RagServer, origin: str | None, status: int) -> None:
+    """Without a key, a page on any site could use /mcp of a server on the user's machine;
+    the MCP specification asks servers to validate Origin. (404: past the check, the SDK
+    knows no session "nosuch".)"""
+    headers = {**MCP_HEADERS, "Mcp-Session-Id": "nosuch", **({"Origin": origin} if origin else {})}
+    resp = httpx.post(f"{limited.url}/mcp", json={"jsonrpc": "2.0", "id": 2, "method": "ping"},
+                      headers=headers, timeout=30)
+    assert resp.status_code == status, resp.text
+    if status == 403:
+        assert resp.json()["error"] == f"Origin {origin!r} may not use /mcp"
+        assert "RAG_CORS_ORIGINS" in resp.json()["hint"]

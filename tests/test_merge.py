@@ -254,8 +254,9 @@ def test_a_merged_paper_is_shown_by_any_of_its_identifiers(workdir: Path) -> Non
     (workdir / "statins.bib").write_text("@article{smith, title = {Statin therapy in older adults: a randomized "
                                          "trial}, journal = {Nature}, doi = {10.1038/S41586-019-1500-0},\n"
                                          "  author = {Smith, John}, abstract = {Statins reduce events.}}\n")
+    (workdir / "to_pubmed.xml").write_bytes((DATA / "pubmed.xml").read_bytes())  # after statins.bib, wherever tests/ is
     env = {"RAG_HOME": str(workdir / "ids")}
-    built = run_rag("ingest", "-q", "statins.bib", str(DATA / "pubmed.xml"), "--index", "s", cwd=workdir, env=env)
+    built = run_rag("ingest", "-q", "statins.bib", "to_pubmed.xml", "--index", "s", cwd=workdir, env=env)
     assert built.returncode == 0, built.stderr
     for ident in ("PMID:31452104", "31452104", "10.1038/s41586-019-1500-0", "https://doi.org/10.1038/S41586-019-1500-0"):
         shown = run_rag("papers", "show", ident, "--index", "s", cwd=workdir, env=env)

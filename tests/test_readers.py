@@ -19,6 +19,7 @@ from rag.corpus import merge_papers, read_file
 from rag.errors import InputError, ParseError
 from rag.export import export
 from rag.ingest import read_all
+from tests.conftest import run_rag
 from tests.zotero_fixture import Library, sample_library
 
 DATA = Path(__file__).resolve().parent / "data" / "formats"
@@ -486,6 +487,23 @@ def test_sqlite_that_is_not_zotero(tmp_path: Path) -> None:
     con.close()
     with pytest.raises(ParseError, match="not a Zotero library"):
         read_file(other)
+
+
+def test_a_damaged_zotero_library_is_refused_naming_the_file(tmp_path: Path) -> None:
+    """A schema entry whose name is not UTF-8 (as a flipped byte in sqlite_master leaves it):
+    SQLite's own message about it could not be decoded, and `rag ingest` said "a bug in rag"
+    (exit 1, UnicodeDecodeError from reading the schema version)."""
+    library = sample_library(tmp_path / "zotero.sqlite")
+    con = sqlite3.connect(library)
+    con.execute("PRAGMA writable_schema=ON")
+    con.execute("UPDATE sqlite_master SET name = CAST(X'6974656d73b9' AS TEXT), sql = 'CREATE x' "
+                "WHERE name = 'items'")
+    con.commit()
+    con.close()
+    done = run_rag("ingest", "-q", "zotero.sqlite", cwd=tmp_path, env={"RAG_HOME": str(tmp_path / "h")})
+    assert done.returncode == 2, done.stderr
+    assert done.stderr.startswith("error: zotero.sqlite: SQLite database whose own records cannot be read")
+    assert "zotero.sqlite.bak" in done.stderr and "bug" not in done.stderr
 
 
 @pytest.mark.parametrize("name", ["openalex.jsonl", "openalex_api.json", "s2_graph.json",

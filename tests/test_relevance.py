@@ -109,6 +109,41 @@ def test_small_index_is_made_up_to_the_fitted_size() -> None:
     assert twenty.bg_std > 0.01
 
 
+def test_concurrent_answers_each_cache_the_index_stats_whole(tmp_path: Path, caplog: pytest.LogCaptureFixture) -> None:
+    """Concurrent calls on a new index version (MCP calls, API requests) each compute the
+    stats and write the cache at once: with one fixed temporary name one writer's replace took
+    the file another was writing ("could not cache the relevance statistics", seen in three
+    concurrent MCP runs). Each writer now has a temporary file of its own."""
+    import logging
+    import threading
+
+    from rag.relevance.stats import IndexStats, cached
+
+    path = tmp_path / "cache" / "relevance-papers-v7-s2.json"
+    writers = 12
+    ready = threading.Barrier(writers)
+    df = {f"term{i}": i for i in range(20_000)}  # a cache of some size: writes take a while
+
+    def build() -> IndexStats:
+        ready.wait()  # every writer writes at the same moment
+        return IndexStats(60, df, 0.1, 0.2, 0.3, 0.4, 0.5, 0.6)
+
+    results: list[IndexStats] = []
+    with caplog.at_level(logging.WARNING, logger="rag.relevance.stats"):
+        for _ in range(5):
+            path.unlink(missing_ok=True)
+            threads = [threading.Thread(target=lambda: results.append(cached(path, build)))
+                       for _ in range(writers)]
+            for t in threads:
+                t.start()
+            for t in threads:
+                t.join()
+    assert not [r.getMessage() for r in caplog.records], caplog.records[:1]
+    assert len(results) == 5 * writers
+    assert cached(path, lambda: pytest.fail("the cache was not read")).df == df
+    assert sorted(p.name for p in path.parent.iterdir()) == [path.name]  # no temporary left
+
+
 # -- lists are not capped at 30 ------------------------------------------------------------
 
 

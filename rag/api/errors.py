@@ -48,6 +48,10 @@ class Unauthorized(RagError):
                          "send the header `Authorization: Bearer <key>` with the server's RAG_API_KEY")
 
 
+class Forbidden(RagError):
+    """A request from a web page the server does not serve (403)."""
+
+
 class UnknownModel(NotFound):
     pass
 
@@ -78,6 +82,8 @@ class ClientGone(Exception):
 def status_of(exc: BaseException) -> int:
     if isinstance(exc, Unauthorized):
         return 401
+    if isinstance(exc, Forbidden):
+        return 403
     if isinstance(exc, NotFound):
         return 404
     if isinstance(exc, PayloadTooLarge):

@@ -1,22 +1,25 @@
 """Request guards that must run before a route reads the body (pure ASGI, so nothing is
-buffered first): the Host check against DNS rebinding, the API key before the body, a
-stalled body dropped, and the body size (a Content-Length over RAG_MAX_BODY_KB refused before
-the body is read, a body without one as it grows past it). FastAPI's own `max_body_size`
-answered the first case in text/plain, the second in JSON: here both are JSON errors."""
+buffered first): the Host check against DNS rebinding, the Origin of a request to /mcp, the
+API key before the body, a stalled body dropped, and the body size (a Content-Length over
+RAG_MAX_BODY_KB refused before the body is read, a body without one as it grows past it).
+FastAPI's own `max_body_size` answered the first case in text/plain, the second in JSON: here
+both are JSON errors."""
 
 from __future__ import annotations
 
 import asyncio
 import re
 import secrets
+from urllib.parse import urlsplit
 
 from starlette.exceptions import HTTPException
 from starlette.requests import Request
 from starlette.types import ASGIApp, Message, Receive, Scope, Send
 
-from rag.api.errors import PayloadTooLarge, Unauthorized, error_response
+from rag.api.errors import Forbidden, PayloadTooLarge, Unauthorized, error_response
 from rag.config import Settings
 from rag.errors import InputError
+from rag.mcp.http import PATH as MCP_PATH
 
 BODY_STALL_S = 30.0  # a client that sends no body bytes for this long is dropped (slowloris)
 LOCAL_HOSTS = frozenset({"localhost", "127.0.0.1", "::1"})
@@ -44,6 +47,8 @@ class RequestGuards:
         self.app = app
         self.settings = settings
         self.hosts = allowed_hosts(settings)
+        self.origins = {o.strip().rstrip("/").lower()
+                        for o in (settings.cors_origins or "").split(",") if o.strip()}
 
     async def __call__(self, scope: Scope, receive: Receive, send: Send) -> None:
         if scope["type"] != "http":
@@ -61,6 +66,12 @@ class RequestGuards:
             # rebound to 127.0.0.1; its requests carry that name in Host.
             problem = InputError(f"Host {request.headers.get('host', '')!r} is not served here",
                                  "use http://127.0.0.1, or add the name to RAG_ALLOWED_HOSTS")
+        elif request.url.path.rstrip("/") == MCP_PATH and not self._origin_ok(scope, request):
+            # The MCP specification asks servers to validate Origin: a page on another site
+            # may send requests to a server on this machine, with or without a key set.
+            problem = Forbidden(f"Origin {request.headers.get('origin', '')!r} may not use /mcp",
+                                "add the page's origin to RAG_CORS_ORIGINS, or its host to "
+                                "RAG_ALLOWED_HOSTS")
         elif self.settings.api_key and self._needs_key(request) and not self._key_ok(request):
             problem = Unauthorized()  # said before a byte of the body is read
         if problem is not None:
@@ -80,6 +91,26 @@ class RequestGuards:
         server = scope.get("server")
         # the address the connection came in on (the host `rag serve` binds, or its IP)
         return host in self.hosts or (server is not None and host == str(server[0]).lower())
+
+    def _origin_ok(self, scope: Scope, request: Request) -> bool:
+        """No Origin (a client that is no browser), an origin of RAG_CORS_ORIGINS, or a page
+        served from a host the Host check answers (localhost, this server's own address, a
+        name of RAG_ALLOWED_HOSTS, but not `*`: that one lets any Host in, not any site)."""
+        origins = [v for k, v in scope.get("headers", []) if k == b"origin"]
+        if not origins:
+            return True
+        if len(origins) > 1:
+            return False
+        origin = request.headers["origin"].strip().rstrip("/").lower()
+        if origin in self.origins or "*" in self.origins:
+            return True
+        try:
+            parts = urlsplit(origin)
+            host = host_of(parts.netloc) if parts.scheme in ("http", "https") else ""
+        except ValueError:
+            return False
+        server = scope.get("server")
+        return bool(host) and (host in self.hosts or (server is not None and host == str(server[0]).lower()))
 
     def _needs_key(self, request: Request) -> bool:
         path = request.url.path

@@ -49,7 +49,8 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
 @cli.command()
 @click.argument("paths", nargs=-1, type=click.Path(path_type=Path))
 @index_option
-@click.option("--prune", is_flag=True, help="Remove papers whose source file is gone.")
+@click.option("--prune", is_flag=True, help="Remove papers whose source file is gone (with "
+              "--watch: also those of a watched folder that is gone or empty).")
 @click.option("--skip-bad", is_flag=True, help="Ingest the good records of a file with bad ones.")
 @click.option("--replace", is_flag=True,
               help="Records of a paper already seen (same DOI, arXiv id, PMID, id): the later "
@@ -74,7 +75,7 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     if watch:
         if fast:
             raise click.UsageError("--fast builds an index; --watch follows one as it was built")
-        watch_ingest(paths, index)
+        watch_ingest(paths, index, prune)
         return
     from rag.corpus import Restrict
     from rag.ingest import ingest as run
@@ -90,6 +91,8 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     for merge in report.merges:
         hint = " (--replace takes the other)" if merge.differ and not replace else ""
         click.echo(f"merged: {merge.describe()}{hint}", err=True)
+    for deletion in report.deletions:
+        click.echo(f"PubMed deleted {deletion}", err=True)
     click.echo(report.summary())
 
 

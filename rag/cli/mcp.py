@@ -15,7 +15,7 @@ def _say(text: str) -> None:
     click.echo(text, err=True)
 
 
-def watch_ingest(paths: tuple[Path, ...], index: str | None) -> None:
+def watch_ingest(paths: tuple[Path, ...], index: str | None, prune: bool = False) -> None:
     """`rag ingest --watch PATH...`: ingest, then follow the paths until Ctrl-C."""
     from rag.watch import tell, watch
 
@@ -23,7 +23,7 @@ def watch_ingest(paths: tuple[Path, ...], index: str | None) -> None:
         raise click.UsageError("--watch needs the files or folders to follow")
     settings = _settings(index)
     _say(f"watching {', '.join(map(str, paths))} (Ctrl-C stops)")
-    watch(list(paths), settings, lambda done: tell(done, _say))
+    watch(list(paths), settings, lambda done: tell(done, _say), prune=prune)
 
 
 @click.command("mcp")
@@ -42,22 +42,26 @@ def watch_ingest(paths: tuple[Path, ...], index: str | None) -> None:
 @click.option("--watch", "watch_paths", multiple=True, metavar="PATH",
               type=click.Path(exists=True, path_type=Path),
               help="Ingest PATH at start and follow it (new, changed, deleted files); repeatable.")
+@click.option("--prune", is_flag=True,
+              help="With --watch: a watched PATH that is gone or holds no abstract files takes "
+                   "its papers out of the index (default: kept until it is back).")
 def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple[Path, ...],
-                **values: Any) -> None:
+                prune: bool, **values: Any) -> None:
     """Serve rag's tools to an AI assistant over MCP (stdio: stdout carries only the protocol).
 
     The filters (--venue, --year, ...) are the defaults of `search_papers`, `ask` and
     `list_papers`."""
     from rag.api.app import load_pipeline
     from rag.cli import _ask_options
-    from rag.mcp.server import Notes, build, run_stdio
+    from rag.mcp.server import Notes, build
+    from rag.mcp.stdio import run_stdio
     from rag.mcp.tools import RagTools
     from rag.watch import awatch, sync, tell
 
     defaults = _ask_options(values)
     settings = _settings(index)
     if watch_paths:  # before the index is opened: the watched files make it, not seeds/
-        tell(sync(list(watch_paths), settings), _say)
+        tell(sync(list(watch_paths), settings, prune=prune), _say)
     # With --allow-ingest a new or empty named index is served: the ingest tool fills it.
     pipeline = load_pipeline(settings, _say, empty_ok=allow_ingest is not None)
     tools = RagTools(settings, lambda: pipeline, defaults, allow_ingest)
@@ -66,10 +70,10 @@ def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple
 
     def report(done: Any) -> None:
         tell(done, _say)
-        for problem in done.problems:
-            notes.add(f"watch: {problem}")
+        for line in done.notices + done.problems:
+            notes.add(f"watch: {line}")
 
-    jobs = [lambda: awatch(list(watch_paths), settings, report, pipeline.retriever.store)] \
+    jobs = [lambda: awatch(list(watch_paths), settings, report, pipeline.retriever.store, prune)] \
         if watch_paths else []
     _say(f"rag mcp: index '{settings.index}' ({pipeline.corpus_size()} papers), serving on stdio")
     try:

@@ -17,6 +17,7 @@ from rag.corpus import arxiv, bibtex, medline, ris
 from rag.corpus.arxiv import Restrict
 from rag.corpus.formats import split_arxiv_id
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
+from rag.corpus.limits import MAX_ABSTRACT_CHARS
 from rag.corpus.merge import merge_papers, where
 from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date, sha
 from rag.corpus.streams import damaged_gzip
@@ -36,7 +37,6 @@ def _max_file_bytes() -> int:
 
 
 MAX_FILE_BYTES = _max_file_bytes()
-MAX_ABSTRACT_CHARS = 20_000
 GZIP_MAGIC = b"\x1f\x8b"
 SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".nbib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
 
@@ -194,8 +194,9 @@ def _gunzip(data: bytes, source: str) -> bytes:
 def _finish(result: FileResult, papers: list[Paper], problems: list[ParseError],
             restrict: Restrict | None) -> FileResult:
     source = result.source
+    at = str(result.path.resolve())
     for i, paper in enumerate(papers, 1):
-        paper.source, paper.position = source, i
+        paper.source, paper.position, paper.located = source, i, {source: at}
         paper.format = paper.format or result.layout
         if len(paper.abstract) > MAX_ABSTRACT_CHARS:
             problems.append(ParseError(

@@ -21,6 +21,7 @@ from typing import IO, Any
 
 from rag.corpus.formats import _paper, split_arxiv_id
 from rag.corpus.latex import BARE_PERCENT, LatexError, decode, decoder
+from rag.corpus.limits import bounded_lines
 from rag.corpus.names import Name, authors_and_names, person
 from rag.corpus.paper import Paper, category_keys, real_date
 from rag.corpus.streams import BOM, damaged_gzip, open_binary
@@ -231,15 +232,7 @@ def read_snapshot(path: Path, source: str, restrict: Restrict | None = None
 def _lines(fh: IO[bytes]) -> Iterator[tuple[int, bytes | None]]:
     """(line number, bytes) of each line; None for a line over MAX_LINE_BYTES, which is read
     past in pieces and never held whole (a 1 GB line took 2.2 GB of memory)."""
-    no = 0
-    while raw := fh.readline(MAX_LINE_BYTES + 1):
-        no += 1
-        if len(raw) <= MAX_LINE_BYTES or raw.endswith(b"\n"):
-            yield no, raw
-            continue
-        while (rest := fh.readline(_PEEK)) and not rest.endswith(b"\n"):
-            pass
-        yield no, None
+    return enumerate(bounded_lines(fh, MAX_LINE_BYTES), 1)
 
 
 def _records(path: Path, source: str) -> Iterator[tuple[int, Any | ParseError]]:

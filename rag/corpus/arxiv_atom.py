@@ -64,7 +64,8 @@ def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
     tags = frozenset({f"{_ATOM}entry"})
     for n, elem in enumerate(xml_elements(
             path, source, stream, tags, redo="save the feed again",
-            no_entities="arXiv feeds declare no entities: is this file from the arXiv API?"), 1):
+            no_entities="arXiv feeds declare no entities: is this file from the arXiv API?",
+            label=lambda entry: (entry.findtext(f"{_ATOM}id") or "").strip()[:80]), 1):
         paper = stream.take("arXiv feed entries without an abstract", entry_paper, elem, source, n)
         if paper is not None:
             yield paper

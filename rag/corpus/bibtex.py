@@ -16,6 +16,7 @@ from typing import Any
 from rag.corpus.bibtex_macros import expansion, uncomment
 from rag.corpus.formats import _paper, exported_id, split_arxiv_id
 from rag.corpus.latex import decoder
+from rag.corpus.limits import iter_lines
 from rag.corpus.names import Name, authors_and_names, from_parts, name_parts, organisation
 from rag.corpus.paper import Paper, preprint_server
 from rag.errors import ParseError
@@ -27,7 +28,7 @@ _ARXIV_MENTION = re.compile(r"arXiv:\s*(\S+)", re.IGNORECASE)
 
 def detect(text: str) -> bool:
     """A file whose first line that is not a `%` comment opens a BibTeX entry."""
-    for line in text.splitlines():
+    for line in iter_lines(text):
         line = line.strip()
         if line and not line.startswith("%"):
             return bool(_ENTRY_START.match(line))

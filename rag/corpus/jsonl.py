@@ -11,6 +11,7 @@ import re
 from typing import Any
 
 from rag.corpus.formats import Parsed, _paper, split_arxiv_id
+from rag.corpus.limits import MAX_JSON_VALUES, MAX_RECORD_BYTES, iter_lines, json_values, megabytes
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
 
@@ -66,8 +67,13 @@ def parse_jsonl(text: str, path: str) -> Parsed:
     """JSON Lines: one object per paper (`abstract`, or the BEIR layout `_id`/`title`/`text`)."""
     papers: list[Paper] = []
     problems: list[ParseError] = []
-    for no, line in enumerate(text.splitlines(), 1):
+    for no, line in enumerate(iter_lines(text), 1):
         if not line.strip():
+            continue
+        if len(line) > MAX_RECORD_BYTES or json_values(line) > MAX_JSON_VALUES:
+            size = megabytes(MAX_RECORD_BYTES) if len(line) > MAX_RECORD_BYTES else f"{MAX_JSON_VALUES:,} JSON values"
+            problems.append(ParseError(path, no, f"line is over {size}: refused before it was read",
+                                       "a record is a few KB: is this one paper per line?"))
             continue
         try:
             obj = json.loads(line)

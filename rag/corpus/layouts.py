@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 
 from rag.corpus.formats import (
     _ARXIV_LINE,
@@ -16,6 +16,7 @@ from rag.corpus.formats import (
     parse_conference,
 )
 from rag.corpus.jsonl import parse_jsonl
+from rag.corpus.limits import iter_lines
 
 Parser = Callable[[str, str], Parsed]
 LAYOUTS: dict[str, Parser] = {
@@ -38,17 +39,20 @@ LAYOUT_HELP = (
 
 def detect(text: str) -> str | None:
     """Name of the layout the content is in (never judged from the file name)."""
-    lines = [ln.strip() for ln in text.splitlines() if ln.strip()]
-    if not lines:
+    def lines() -> Iterator[str]:  # read again for each question: a list of them took 7x the file
+        return (ln.strip() for ln in iter_lines(text) if ln.strip())
+
+    first = next(lines(), None)
+    if first is None:
         return None
-    if lines[0].startswith("{"):
+    if first.startswith("{"):
         return "jsonl"
-    if lines[0].startswith("Abstract:"):
+    if first.startswith("Abstract:"):
         return "abstract-lines"
-    if any(_CONF_ENTRY.match(ln) for ln in lines) and any(_AUTHORS.match(ln) for ln in lines):
+    if any(_CONF_ENTRY.match(ln) for ln in lines()) and any(_AUTHORS.match(ln) for ln in lines()):
         return "conference-listing"
-    ids = [ln for ln in lines if _ARXIV_LINE.match(ln)]
-    if ids and any(_CREATED.match(ln) for ln in lines):
+    ids = any(_ARXIV_LINE.match(ln) for ln in lines())
+    if ids and any(_CREATED.match(ln) for ln in lines()):
         return "arxiv-export"
     if ids:
         return "arxiv-listing"

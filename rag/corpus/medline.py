@@ -11,8 +11,10 @@ the DOI (`AID ... [doi]`), the PMC id and the MeSH headings (`MH`) as categories
 from __future__ import annotations
 
 import re
+from collections.abc import Iterator
 
 from rag.corpus.formats import _paper, gather
+from rag.corpus.limits import MAX_RECORD_LINES, blocks, iter_lines
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
@@ -25,25 +27,32 @@ _MONTHS = {m: i for i, m in enumerate(["jan", "feb", "mar", "apr", "may", "jun",
 
 def detect(text: str) -> bool:
     """A file whose first line that is not blank is a `PMID- ` line."""
-    first = next((ln for ln in text.splitlines() if ln.strip()), "")
+    first = next((ln for ln in iter_lines(text) if ln.strip()), "")
     return re.match(r"PMID- *\d", first) is not None
 
 
-def _records(text: str) -> list[tuple[int, list[tuple[str, str]]]]:
-    """(line, [(tag, value)]) per record, continuation lines joined to their value."""
-    records: list[tuple[int, list[tuple[str, str]]]] = []
-    for no, line in enumerate(text.splitlines(), 1):
-        m = _FIELD.match(line)
-        if m and m.group(1) == "PMID":
-            records.append((no, []))
-        if not records or not line.strip():
+def _opens(line: str) -> bool:
+    m = _FIELD.match(line)
+    return bool(m and m.group(1) == "PMID")
+
+
+def _records(text: str) -> Iterator[tuple[int, list[tuple[str, str]] | str]]:
+    """(line, [(tag, value)]) per record, continuation lines joined to their value, one record
+    at a time; for a record over MAX_RECORD_LINES lines, its PMID line instead."""
+    for no, lines, first in blocks(text, _opens):
+        if lines is None:
+            yield no, first
             continue
-        fields = records[-1][1]
-        if m:
-            fields.append((m.group(1), m.group(2).strip()))
-        elif line.startswith(" ") and fields:
-            fields[-1] = (fields[-1][0], f"{fields[-1][1]} {line.strip()}")
-    return records
+        fields: list[tuple[str, str]] = []
+        for line in lines:
+            if not line.strip():
+                continue
+            m = _FIELD.match(line)
+            if m:
+                fields.append((m.group(1), m.group(2).strip()))
+            elif line.startswith(" ") and fields:
+                fields[-1] = (fields[-1][0], f"{fields[-1][1]} {line.strip()}")
+        yield no, fields
 
 
 def _date(dp: str) -> tuple[int | None, str | None]:
@@ -70,7 +79,11 @@ def _short_name(au: str) -> Name:
     return person(" ".join(words), "", suffix)
 
 
-def _record_paper(fields: list[tuple[str, str]], path: str, line: int) -> Paper | None:
+def _record_paper(fields: list[tuple[str, str]] | str, path: str, line: int) -> Paper | None:
+    if isinstance(fields, str):
+        raise ParseError(path, line, f"MEDLINE record ({' '.join(fields.split())[:30]}) of over "
+                         f"{MAX_RECORD_LINES:,} lines: refused before it was read whole",
+                         "a record has a few hundred lines: is this a MEDLINE file?")
     values: dict[str, list[str]] = {}
     for tag, value in fields:
         values.setdefault(tag, []).append(value)

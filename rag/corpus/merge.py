@@ -8,15 +8,22 @@ years: two papers titled "Deep learning" stay two, the second with its own id.
 
 Which record's fields the paper keeps (its "base"):
 
-1. the record already in the index, unless the record comes from the file it was indexed
-   from (the file was edited) or `replace` is set (`rag ingest --replace`);
-2. within one ingest, a published record (a DOI other than arXiv's, from a reader other than
-   the arXiv ones) over a preprint, then the first seen (with `replace`: the last seen).
+1. with `replace` (`rag ingest --replace`), the last seen;
+2. the record already in the index, unless the file it was indexed from is read again (then
+   that file's record of the paper: the file was edited, or only read again beside others),
+   no longer holds the paper, or is gone (`rag ingest --prune`);
+3. within one ingest, a published record (a DOI other than arXiv's, from a reader other than
+   the arXiv ones) over a preprint, then the first seen (the ingest reads files in path order).
+
+Records of two indexed papers are never merged into one by an ingest, whatever a third record
+shares with both: what an indexed paper says changes only through `replace` or its own file,
+in any order of files and by any entry point (CLI, watch, MCP).
 
 The other records only fill the base's empty fields (a title in capitals takes another
 record's same title as written: Paper.merge), add their identifiers and categories,
 and are listed in its `sources` (file, line, format, and the identifier that matched). Every
-merge is returned as a `Merge`, so the ingest reports it: nothing is replaced silently.
+merge is returned as a `Merge`, naming the fields the other record filled, so the ingest
+reports it: nothing is replaced silently.
 """
 
 from __future__ import annotations
@@ -25,13 +32,8 @@ import copy
 import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from pathlib import Path
-from typing import TYPE_CHECKING
 
-from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, strip_doi_link
-
-if TYPE_CHECKING:
-    from rag.corpus import FileResult
+from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, source_files, strip_doi_link
 
 PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export", "arxiv-atom"})
 
@@ -45,6 +47,7 @@ class Merge:
     other: str  # the record merged into it
     why: str  # "same DOI 10.1145/..."
     differ: bool  # the two abstracts differ: one of them was not kept
+    filled: tuple[str, ...] = ()  # the kept record's empty fields the other record filled
 
     @property
     def paper_id(self) -> str:
@@ -55,6 +58,8 @@ class Merge:
         text = f"{self.paper_id} ({self.why}): {self.other} merged with {self.kept}"
         if self.differ:
             text += f"; kept the abstract from {self.kept}"
+        if self.filled:
+            text += f"; took the {', '.join(self.filled)} from {self.other}"
         return text
 
 
@@ -163,80 +168,204 @@ def entries(p: Paper, matched: str = "") -> list[dict[str, object]]:
         entry["record"] = p.position
     if p.format:
         entry["format"] = p.format
+    # which record it was: read again at the same place with this abstract, it is the same one
+    entry["abstract_hash"] = abstract_hash(p.abstract)
     if matched:
         entry["matched"] = matched
     return [entry]
+
+
+def abstract_hash(text: str) -> str:
+    return sha(norm_text(text))[:12]
 
 
 def _place(entry: dict[str, object]) -> tuple[object, object, object]:
     return entry.get("source"), entry.get("line"), entry.get("record")
 
 
+def _order(entry: dict[str, object]) -> tuple[str, int, int]:
+    line, record = entry.get("line"), entry.get("record")
+    return (str(entry.get("source")), line if isinstance(line, int) else 0,
+            record if isinstance(record, int) else 0)
+
+
 def _years_close(a: Paper, b: Paper) -> bool:
     return a.year is None or b.year is None or abs(a.year - b.year) <= 1
 
 
-def combine(base: Paper, other: Paper, why: str) -> None:
-    """Fill `base` from `other` (of the same paper) and record `other` as a source."""
+# The fields a merge names when another record fills them (what a citation shows).
+SHOWN = {"title": "title", "authors": "authors", "venue": "venue", "year": "year", "doi": "DOI",
+         "arxiv_id": "arXiv id", "journal_ref": "journal ref"}
+
+
+def combine(base: Paper, other: Paper, why: str) -> tuple[str, ...]:
+    """Fill `base` from `other` (of the same paper) and record `other` as a source; returns
+    the names of the shown fields `other` filled."""
     mine = entries(base)
     theirs = entries(other, why)
     if theirs and not theirs[0].get("matched"):
         theirs[0]["matched"] = why
+    empty = [f for f in SHOWN if not getattr(base, f)]
     base.merge(other)
     base.categories = list(dict.fromkeys([*base.categories, *other.categories]))
     seen = {_place(e) for e in mine}
     if len(theirs) == 1 and _place(theirs[0]) in seen and other.position and "record" not in theirs[0]:
         theirs[0]["record"] = other.position  # two records on one line: an API page saved on one
-    merged = mine + [e for e in theirs if _place(e) not in seen]
+    # the base's own record first, the others in order of place: the same list whatever order
+    # the records were merged in, over one ingest or several
+    merged = mine[:1] + sorted(mine[1:] + [e for e in theirs if _place(e) not in seen], key=_order)
     base.sources = merged if len(merged) > 1 else []
+    return tuple(SHOWN[f] for f in empty if getattr(base, f))
+
+
+def same_file(s: Paper, source: str, p: Paper) -> bool:
+    """Whether the record `p` comes from `source`, a file of the indexed paper `s`: the same
+    place when both are known (the names are relative to the folder each ingest ran in), else
+    the same name."""
+    at = s.located.get(source)
+    return p.located.get(p.source) == at if at and p.located.get(p.source) else p.source == source
+
+
+Place = tuple[str, str, int, str]  # (where the file is, "line" or "record", number, abstract_hash)
+
+
+def _places(p: Paper) -> list[Place]:
+    """Where the record `p` is (its file and its line, and its place among the file's records),
+    and which it is."""
+    at, which = p.located.get(p.source) or p.source, abstract_hash(p.abstract)
+    return ([(at, "line", p.line, which)] if p.line else []) + [(at, "record", p.position, which)]
+
+
+def _listed(s: Paper) -> dict[Place, tuple[bool, str]]:
+    """The records the indexed paper `s` was made from (as its `sources` list them; the base's
+    is its own abstract), each with whether it is the base's. An entry of an index written
+    before entries said which record they were is left out: its record is placed by its keys."""
+    out: dict[Place, tuple[bool, str]] = {}
+    for i, e in enumerate(entries(s)):
+        at = s.located.get(str(e.get("source"))) or str(e.get("source"))
+        which = abstract_hash(s.abstract) if i == 0 else e.get("abstract_hash")
+        for kind in ("line", "record"):
+            number = e.get(kind)
+            if isinstance(number, int) and isinstance(which, str):
+                out.setdefault((at, kind, number, which), (i == 0, str(e.get("matched") or "")))
+    return out
 
 
 class Merger:
-    """Merges records into papers, in the order given."""
+    """Merges records into papers, in the order given. Each record is first placed with the
+    indexed paper (of `stored`) it is a record of, its "anchor": the one that lists its place
+    among its sources, else one its file is the own file of, else the first it shares an
+    identifier with. The indexed paper's own record is its base (`rank`), and records of two
+    indexed papers are never merged (one sharing a paper's id and another's title joined them)."""
 
-    def __init__(self, replace: bool = False) -> None:
+    def __init__(self, replace: bool = False, stored: Sequence[Paper] = (),
+                 gone: Callable[[Paper, str], bool] | None = None) -> None:
         self.replace = replace
+        self._gone = gone or (lambda s, source: False)
         self.papers: list[Paper] = []
         self.merges: list[Merge] = []
         self._by_key: dict[str, Paper] = {}
+        self._stored: dict[str, list[Paper]] = {}
+        self._places: dict[Place, tuple[Paper, bool, str]] = {}
+        for s in stored:
+            for what, value in keys(s):
+                self._stored.setdefault(f"{what}:{value}", []).append(s)
+            for at, (base, matched) in _listed(s).items():
+                self._places.setdefault(at, (s, base, matched))
+        self._anchor: dict[int, tuple[Paper, str]] = {}  # id(paper) -> its indexed paper, and why
+        self._anchored: dict[str, Paper] = {}  # indexed paper id -> the paper of its records
+        self._rank: dict[int, tuple[int, bool]] = {}  # id(paper) -> its base record's rank
 
-    def find(self, p: Paper) -> tuple[Paper, str] | None:
+    def anchor(self, p: Paper) -> tuple[Paper, str] | None:
+        """The indexed paper a paper of this merger was placed with, and why, if any."""
+        return self._anchor.get(id(p))
+
+    def own(self, p: Paper) -> bool:
+        """The paper's fields are its indexed paper's own file's record, read now."""
+        return self._rank.get(id(p), (0, False))[0] > 0
+
+    def stored_match(self, p: Paper) -> tuple[Paper, str, int] | None:
+        """The indexed paper `p` is a record of (and why), and whether it is that paper's own
+        record: 2 where the paper lists `p`'s place as its base's, 1 where `p` is elsewhere in
+        the paper's own file (edited since), 0 where it is another file's record."""
+        found = [(s, _describe(what, value, p)) for what, value in keys(p)
+                 for s in self._stored.get(f"{what}:{value}", ()) if _matches(what, s, p)]
+        for at in _places(p):  # the same record, where the index last read it
+            if at in self._places:
+                s, base, matched = self._places[at]
+                why = next((why for t, why in found if t is s), matched or "the same record as before")
+                return s, why, 2 if base else 0
+        return next(((s, why, 1) for s, why in found if same_file(s, s.source, p)),
+                    (*found[0], 0) if found else None)
+
+    def find(self, p: Paper, anchor: Paper | None = None) -> tuple[Paper, str] | None:
         for what, value in keys(p):
             found = self._by_key.get(f"{what}:{value}")
-            if found is not None and _matches(what, found, p):
-                return found, _describe(what, value, p)
+            if found is None or not _matches(what, found, p):
+                continue
+            other = self._anchor.get(id(found))
+            if anchor is not None and other is not None and other[0].paper_id != anchor.paper_id:
+                continue  # records of two indexed papers stay two
+            return found, _describe(what, value, p)
         return None
 
-    def _index(self, p: Paper) -> None:
+    def _index(self, p: Paper, paper: Paper) -> None:
         for what, value in keys(p):
-            self._by_key.setdefault(f"{what}:{value}", p)
+            self._by_key.setdefault(f"{what}:{value}", paper)
 
     def add(self, p: Paper) -> Paper:
         """Merge `p` into the paper it belongs to (or start one); return that paper."""
-        hit = self.find(p)
+        match = self.stored_match(p)
+        anchored = (match[0], match[1]) if match else None
+        anchor = match[0] if match else None
+        hit = self.find(p, anchor)
+        group = self._anchored.get(anchor.paper_id) if anchor is not None else None
+        if anchored and group is not None and (hit is None or hit[0] is not group):
+            hit = group, anchored[1]  # one paper for the records of one indexed paper
+        rank = (match[2] if match else 0, published(p))
         if hit is None:
             if f"paper id:{p.paper_id}" in self._by_key:  # another paper of the same title
                 p.paper_id = distinct_id(p, lambda i: f"paper id:{i}" in self._by_key)
             self.papers.append(p)
-            self._index(p)
+            self._as_indexed(p, anchor, rank)
+            self._index(p, p)
+            self._rank[id(p)] = rank
+            self._place(p, anchored)
             return p
         base, why = hit
         differ = norm_text(base.abstract) != norm_text(p.abstract)
-        wins = self.replace or (published(p) and not published(base))
-        if wins:
+        if self.replace or rank > self._rank[id(base)]:
             # the new record's fields win: swap contents, so `base` stays the listed object
             old = copy.copy(base)
             base.__dict__.update(copy.copy(p).__dict__)
+            if self._by_key.get(f"paper id:{p.paper_id}", base) is not base:
+                base.paper_id = old.paper_id  # another paper holds the new record's id: two stay two
             base.sources = []
-            combine(base, old, why)
+            self._as_indexed(base, anchor, rank)
+            filled = combine(base, old, why)
             kept, other = where(p), where(old)
+            self._rank[id(base)] = rank
         else:
-            combine(base, p, why)
+            filled = combine(base, p, why)
             kept, other = where(base), where(p)
-        self.merges.append(Merge(base, kept, other, why, differ))
-        self._index(base)
-        self._index(p)
+        self.merges.append(Merge(base, kept, other, why, differ, filled))
+        self._index(base, base)
+        self._index(p, base)
+        self._place(base, anchored)
         return base
+
+    def _as_indexed(self, base: Paper, anchor: Paper | None, rank: tuple[int, bool]) -> None:
+        """An indexed paper's own record, read again, is first filled from what the index says
+        of the paper, then from the other records: which of them filled a field stays the
+        same, whatever files are read with it and in what order."""
+        if anchor is not None and rank[0] and not self.replace and not any(
+                self._gone(anchor, f) for f in source_files(anchor)):  # --prune: what a deleted file said goes
+            base.merge(copy.copy(anchor))
+
+    def _place(self, paper: Paper, anchored: tuple[Paper, str] | None) -> None:
+        if anchored is not None and id(paper) not in self._anchor:
+            self._anchor[id(paper)] = anchored
+            self._anchored.setdefault(anchored[0].paper_id, paper)
 
 
 def merge_papers(papers: list[Paper], replace: bool = False) -> list[Paper]:
@@ -245,106 +374,3 @@ def merge_papers(papers: list[Paper], replace: bool = False) -> list[Paper]:
     for p in papers:
         m.add(p)
     return m.papers
-
-
-def merge_with_index(papers: list[Paper], stored: list[Paper], read_sources: set[str],
-                     replace: bool = False, gone_sources: frozenset[str] = frozenset()
-                     ) -> tuple[list[Paper], list[Merge], set[str]]:
-    """This ingest's papers merged with the indexed ones they share an identifier with.
-
-    Returns the papers to write, the merges to report, and the ids of indexed papers now
-    part of another paper (to delete). An indexed paper keeps its fields and id unless the
-    new record comes from the file it was indexed from, that file is gone (`gone_sources`:
-    `rag ingest --prune` found it deleted), or `replace`."""
-    index = Merger()
-    for s in stored:
-        index.papers.append(s)
-        index._index(s)
-    out: list[Paper] = []
-    merges: list[Merge] = []
-    absorbed: set[str] = set()
-    taken: dict[str, Paper] = {}  # indexed paper id -> the paper it became in this ingest
-    fresh: list[Paper] = []  # records of no indexed paper
-    for p in papers:
-        hit = index.find(p)
-        if hit is None:
-            out.append(p)
-            fresh.append(p)
-            continue
-        s, why = hit
-        if s.paper_id in taken:  # two new papers matched one indexed paper: join them
-            joined = taken[s.paper_id]
-            merges.append(Merge(joined, where(joined), where(p), why,
-                                norm_text(joined.abstract) != norm_text(p.abstract)))
-            combine(joined, p, why)
-            continue
-        # what the index knew from the files read now is superseded by what they say now
-        kept_entries = [e for e in entries(s) if e.get("source") not in read_sources | gone_sources]
-        if s.source in read_sources or s.source in gone_sources or replace:
-            merged = p
-            if kept_entries:
-                rest = copy.copy(s)
-                rest.sources = kept_entries
-                combine(merged, rest, why)
-                others = ", ".join(str(e.get("source")) for e in kept_entries)
-                merges.append(Merge(merged, where(p), others, why,
-                                    replace and norm_text(s.abstract) != norm_text(p.abstract)))
-        else:
-            merged = copy.copy(s)
-            merged.sources = kept_entries
-            combine(merged, p, why)
-            merges.append(Merge(merged, s.source, where(p), why,
-                                norm_text(s.abstract) != norm_text(p.abstract)))
-        # a record seen before keeps the reason it was first merged for: the paper's stored
-        # record (and so its content hash) does not change when nothing in the files did
-        before = {_place(e): e.get("matched") for e in s.sources}
-        for e in merged.sources:
-            if before.get(_place(e)) is not None:
-                e["matched"] = before[_place(e)]
-            elif _place(e) in before:
-                e.pop("matched", None)
-        if merged.paper_id != s.paper_id:
-            if merged.arxiv_id and merged.paper_id == merged.arxiv_id and s.paper_id != s.arxiv_id:
-                absorbed.add(s.paper_id)  # the id became the arXiv id (Paper.merge)
-            else:
-                merged.paper_id = s.paper_id  # the indexed id stays: citations of it hold
-        taken[s.paper_id] = merged
-        out.append(merged)
-    # A new paper whose made-up id an indexed paper of the same title holds takes another id,
-    # unless that paper goes: its files, all read now, no longer hold it (it was edited).
-    by_id = {s.paper_id: s for s in stored}
-    ids = set(by_id) | {p.paper_id for p in out}
-    for p in fresh:
-        holder = by_id.get(p.paper_id)
-        if holder is not None and (p.paper_id in taken or not all(
-                e.get("source") in read_sources for e in entries(holder))):
-            p.paper_id = distinct_id(p, ids.__contains__)
-            ids.add(p.paper_id)
-    return out, merges, absorbed - {p.paper_id for p in out}
-
-
-def gone_sources(stored: dict[str, Paper], source_paths: dict[str, str]) -> frozenset[str]:
-    """With --prune (`source_paths` given): the files the stored papers came from that no
-    longer exist. A file is checked at the absolute path it had when a paper was indexed
-    from it, else (a file that only added records to papers of other files) as written."""
-    if not source_paths:
-        return frozenset()
-    where = {p.source: source_paths[pid] for pid, p in stored.items() if pid in source_paths}
-    named = {str(e.get("source")) for p in stored.values() for e in entries(p)}
-    return frozenset(src for src in named | set(where) if not Path(where.get(src, src)).exists())
-
-
-def records_in_order(results: Sequence[FileResult]) -> tuple[list[Paper], set[str]]:
-    """The records of all files in order, and the PMIDs deleted (PubMed DeleteCitation): a
-    deletion removes the records of earlier files, and a later record brings the paper back."""
-    records: list[Paper] = []
-    deleted: set[str] = set()
-    for r in results:
-        if r.deleted:
-            gone = set(r.deleted)
-            records = [p for p in records if p.ids.get("pmid") not in gone]
-            deleted |= gone
-        for p in r.papers:
-            deleted.discard(p.ids.get("pmid", ""))
-            records.append(p)
-    return records, deleted

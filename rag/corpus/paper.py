@@ -37,8 +37,11 @@ class Paper:
     position: int = 0
     line: int = 0  # line of the file where the paper starts (for error messages)
     format: str = ""  # the reader that made the record (merge precedence, provenance)
+    # Where each file of `source` and `sources` was when read (absolute paths; the names are
+    # as written, relative to the folder rag ran in): `--prune` checks these, from any folder.
+    located: dict[str, str] = field(default_factory=dict)
 
-    INTERNAL: ClassVar[frozenset[str]] = frozenset({"line", "format"})  # not stored, not in to_dict()
+    INTERNAL: ClassVar[frozenset[str]] = frozenset({"line", "format", "located"})  # not stored, not in to_dict()
     # Fields added after indexes were built: left out of the content hash while empty, so a
     # re-ingest does not take every stored paper for changed and embed it again.
     LATER: ClassVar[frozenset[str]] = frozenset({"categories", "ids", "sources", "venue_kind", "author_names"})
@@ -69,7 +72,8 @@ class Paper:
             # The id is the arXiv id whenever one is known, whichever file came first.
             self.paper_id = other.arxiv_id
         for f in fields(self):
-            if f.name in ("paper_id", "source", "position", "line", "format", "sources") or f.name in self.PAIRED:
+            if f.name in ("paper_id", "source", "position", "line", "format", "sources", "located") \
+                    or f.name in self.PAIRED:
                 continue
             mine, theirs = getattr(self, f.name), getattr(other, f.name)
             if not mine and theirs:
@@ -78,6 +82,7 @@ class Paper:
             if not getattr(self, name) and getattr(self, described) == getattr(other, described):
                 setattr(self, name, getattr(other, name))
         self.ids = {**other.ids, **self.ids}  # every identifier either record has
+        self.located = {**other.located, **self.located}
         if other.title and recased(self.title, other.title):
             self.label = other.title if self.label == self.title else self.label
             self.title = other.title
@@ -100,6 +105,12 @@ def source_files(paper: Paper) -> list[str]:
     """Every file the paper was read from: the one its fields come from, then the files of the
     other records merged into it (rag.corpus.merge)."""
     return list(dict.fromkeys([paper.source, *(str(e.get("source")) for e in paper.sources if e.get("source"))]))
+
+
+def location(paper: Paper, source: str) -> str:
+    """Where `source`, one of the paper's files, was when read; as written when not known (an
+    index written before rag kept the places, a file that only added to another's paper)."""
+    return paper.located.get(source, source)
 
 
 def venue_text(paper: Paper) -> str:

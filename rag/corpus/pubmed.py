@@ -128,6 +128,12 @@ def article_paper(elem: Any, source: str, n: int) -> Paper | None:
     return paper
 
 
+def _label(elem: Any) -> str:
+    """The PMID of a record still being read, once its element is."""
+    pmid = (elem.findtext("MedlineCitation/PMID") or "").strip()
+    return f"PMID {pmid[:20]}" if pmid else ""
+
+
 def read(path: Path, source: str) -> Stream:
     return Stream.of(LAYOUT, lambda stream: _papers(path, source, stream))
 
@@ -135,7 +141,8 @@ def read(path: Path, source: str) -> Stream:
 def _papers(path: Path, source: str, stream: Stream) -> Iterator[Paper]:
     n = 0
     for elem in xml_elements(path, source, stream, _TAGS, redo="download the file again",
-                             no_entities="PubMed files declare no entities: is this file from PubMed?"):
+                             no_entities="PubMed files declare no entities: is this file from PubMed?",
+                             label=_label):
         if elem.tag == "PubmedBookArticle":
             stream.leave_out("PubMed book records")
         elif elem.tag == "DeleteCitation":

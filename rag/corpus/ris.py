@@ -13,6 +13,7 @@ import re
 from typing import Any
 
 from rag.corpus.formats import _paper, exported_id, gather, split_arxiv_id
+from rag.corpus.limits import MAX_RECORD_LINES, blocks, iter_lines
 from rag.corpus.names import Name, authors_and_names, organisation, person
 from rag.corpus.paper import Paper, preprint_server
 from rag.errors import ParseError
@@ -36,7 +37,7 @@ _HEADER = re.compile(r"^(?:Record #\d+ of \d+|Provider:|Database:|Content:)")
 def detect(text: str) -> bool:
     """A file whose first line that is not blank, nor a header of the record, opens an RIS
     record (`TY  - `)."""
-    first = next((ln for ln in text.splitlines() if ln.strip() and not _HEADER.match(ln)), "")
+    first = next((ln for ln in iter_lines(text) if ln.strip() and not _HEADER.match(ln)), "")
     return _TY.match(first) is not None
 
 
@@ -100,14 +101,16 @@ def parse_ris(text: str, path: str) -> tuple[list[Paper], list[ParseError], dict
     """Papers of an RIS file, problems of its unreadable records, and how many records were
     left out for having no abstract. Each `TY` block is read on its own: rispy reads a
     record with no `ER` line and the record after it as one, and the second was lost."""
-    lines = text.splitlines()
-    starts = [i for i, ln in enumerate(lines) if _TY.match(ln)]
-    blocks = ((start + 1, lines[start:end]) for start, end in zip(starts, [*starts[1:], len(lines)], strict=True))
-    return gather(blocks, _block_paper, path, NO_ABSTRACT)
+    records = ((no, lines) for no, lines, _ in blocks(text, lambda ln: _TY.match(ln) is not None))
+    return gather(records, _block_paper, path, NO_ABSTRACT)
 
 
-def _block_paper(block: list[str], path: str, line: int) -> Paper | None:
+def _block_paper(block: list[str] | None, path: str, line: int) -> Paper | None:
     import rispy
+
+    if block is None:
+        raise ParseError(path, line, f"RIS record of over {MAX_RECORD_LINES:,} lines: refused before it was "
+                         "read whole", "a record has a few hundred lines: end each record with `ER  - `")
 
     if not any(_ER.match(ln) for ln in block):
         raise ParseError(path, line, "RIS record with no `ER  - ` line ending it",

@@ -20,6 +20,14 @@ from dataclasses import dataclass, field
 from pathlib import Path
 from typing import IO, Any, cast
 
+from rag.corpus.limits import (
+    MAX_JSON_VALUES,
+    MAX_RECORD_BYTES,
+    MAX_XML_ELEMENTS,
+    bounded_lines,
+    json_values,
+    megabytes,
+)
 from rag.corpus.paper import Paper
 from rag.errors import ParseError
 
@@ -111,26 +119,64 @@ def damaged_gzip(source: str, exc: BaseException) -> ParseError:
     return ParseError(source, None, f"damaged gzip file ({exc})", "download the file again")
 
 
+class _Oversized(Exception):
+    """A record past the caps of rag.corpus.limits, found while it is read."""
+
+
+class _Metered:
+    """The file as iterparse reads it (16 KB at a time), counting the bytes since the last
+    record ended: expat builds a text node or a tag whole before any event comes, so a 200 MB
+    element is only stopped here, as its bytes are read."""
+
+    def __init__(self, fh: IO[bytes]) -> None:
+        self.fh, self.done, self.record_from = fh, 0, 0
+
+    def read(self, n: int = -1) -> bytes:
+        data = self.fh.read(n if n >= 0 else PEEK)
+        self.done += len(data)
+        if self.done - self.record_from > MAX_RECORD_BYTES:
+            raise _Oversized
+        return data
+
+
 def xml_elements(path: Path, source: str, stream: Stream, tags: frozenset[str], *,
-                 no_entities: str, redo: str) -> Iterator[Any]:
+                 no_entities: str, redo: str, label: Callable[[Any], str] | None = None) -> Iterator[Any]:
     """Each element of `tags` as its end tag is read (iterparse: a file of any size in little
     memory), dropped from the tree once the caller has taken it. XML that cannot be read is a
     problem of the stream (`redo`: what to do, as "download the file again"); entity
-    declarations and external references are refused (defusedxml; `no_entities`: the hint)."""
+    declarations and external references are refused (defusedxml; `no_entities`: the hint).
+    A record over MAX_RECORD_BYTES or MAX_XML_ELEMENTS is refused as it grows, and reading
+    stops there (named by its place, and by `label`: what it says it is, as its PMID)."""
     from defusedxml import DefusedXmlException
     from defusedxml.ElementTree import ParseError as XmlError
     from defusedxml.ElementTree import iterparse
 
+    n, current = 0, None  # records begun, and the one being read
     try:
         with open_binary(path, source) as fh:
             root = None
-            for event, elem in iterparse(fh, events=("start", "end")):
+            meter, elements = _Metered(fh), 0
+            for event, elem in iterparse(meter, events=("start", "end")):
                 if event == "start":
                     root = elem if root is None else root
+                    if elem.tag in tags:
+                        n, current = n + 1, elem
+                    elements += 1
+                    if elements > MAX_XML_ELEMENTS:
+                        raise _Oversized
                 elif elem.tag in tags:
                     yield elem
                     if root is not None:
                         root.clear()  # the element and the root's reference to it
+                    meter.record_from, elements, current = meter.done, 0, None
+    except _Oversized:
+        what = f"record {n + 1}" if current is None else (
+            f"<{current.tag.rsplit('}', 1)[-1]}> number {n}")
+        said = label(current) if current is not None and label else ""
+        stream.problems.append(ParseError(
+            source, None, f"{what}{f' ({said})' if said else ''} is over {megabytes(MAX_RECORD_BYTES)} or "
+            f"{MAX_XML_ELEMENTS:,} elements: refused as it was read, and the file with it from there",
+            f"a record is a few KB: {redo}"))
     except DefusedXmlException as exc:
         raise ParseError(source, None, f"XML with entity declarations or external references refused ({exc})",
                          no_entities) from None
@@ -188,46 +234,72 @@ def _why(exc: Exception) -> str:
     return str(exc)[:80]
 
 
-def _json_type(raw: bytes) -> type | None:
+_TOO_BIG = object  # the type _json_type gives a line over the caps: read as JSON Lines, refused there
+
+
+def _json_type(raw: bytes | None) -> type | None:
     """The type of the JSON value `raw` holds; None when it holds none."""
+    if raw is None or json_values(raw) > MAX_JSON_VALUES:
+        return _TOO_BIG
     try:
         return type(json.loads(raw))
     except (ValueError, RecursionError):
         return None
 
 
+def _oversized(source: str, no: int, raw: bytes | None) -> ParseError | None:
+    """Why the line `raw` (None: over MAX_RECORD_BYTES, not read) is not parsed, if it is not."""
+    if raw is None:
+        size = f"over {megabytes(MAX_RECORD_BYTES)}"
+    elif json_values(raw) > MAX_JSON_VALUES:
+        size = f"over {MAX_JSON_VALUES:,} JSON values"
+    else:
+        return None
+    return ParseError(source, no, f"line is {size}: refused before it was read whole",
+                      "a record is a few KB: split an API page into JSON Lines, one record per line")
+
+
 def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int, int, Any]]:
     """(line, n, record) for each record of a JSON Lines file, or of a file that is one JSON
     document (pretty-printed API output), where each record's line is the one it starts on.
-    A line may hold an API response with several records: n numbers them (0 for a line of one)."""
+    A line may hold an API response with several records: n numbers them (0 for a line of one).
+    A line over the caps of rag.corpus.limits is a problem, never read whole."""
     try:
         with open_binary(path, source) as fh:
-            first, skipped = b"", 0
-            for raw in fh:
-                if not skipped:
+            lines = enumerate(bounded_lines(fh), 1)
+            first: tuple[int, bytes | None] = (0, b"")
+            for no, raw in lines:
+                if no == 1 and raw is not None:
                     raw = raw.removeprefix(BOM)
-                if raw.strip():
-                    first = raw
+                if raw is None or raw.strip():
+                    first = (no, raw)
                     break
-                skipped += 1
-            ahead: list[bytes] = []
-            if _json_type(first) is None:
+            ahead: list[tuple[int, bytes | None]] = []
+            if first[0] and _json_type(first[1]) is None:
                 # One document over many lines, or JSON Lines whose first line is bad? The next
                 # lines tell: in JSON Lines most are records of their own, in a document few are.
-                ahead = list(itertools.islice(fh, 10))
-                sample = [raw for raw in ahead if raw.strip()]
-                if 2 * sum(_json_type(raw) is dict for raw in sample) <= len(sample):
-                    yield from _document(first + b"".join(ahead), fh, skipped, source)
+                size = 0
+                for no, raw in itertools.islice(lines, 10):
+                    ahead.append((no, raw))
+                    size += MAX_RECORD_BYTES if raw is None else len(raw)
+                    if size > MAX_RECORD_BYTES:
+                        break
+                sample = [_json_type(raw) for _, raw in ahead if raw is None or raw.strip()]
+                if 2 * sum(t in (dict, _TOO_BIG) for t in sample) <= len(sample):
+                    begun = [raw for _, raw in [first, *ahead] if raw is not None]
+                    yield from _document(begun, fh, first[0] - 1, source)
                     return
-            no = 0
-            for no, raw in enumerate(itertools.chain([first], ahead, fh), skipped + 1):
-                if not raw.strip():
+            for no, raw in itertools.chain([first] if first[0] else [], ahead, lines):
+                if raw is not None and not raw.strip():
                     continue
+                refused = _oversized(source, no, raw)
                 try:
-                    value = json.loads(raw)
-                except (ValueError, RecursionError) as exc:
-                    stream.problems.append(ParseError(source, no, f"not valid JSON ({_why(exc)})",
-                                                      "JSON Lines hold one complete object per line"))
+                    if refused:
+                        raise refused
+                    value = json.loads(cast(bytes, raw))
+                except (ValueError, RecursionError, ParseError) as exc:
+                    stream.problems.append(exc if isinstance(exc, ParseError) else ParseError(
+                        source, no, f"not valid JSON ({_why(exc)})", "JSON Lines hold one complete object per line"))
                     if len(stream.problems) >= MAX_PROBLEMS:
                         stream.problems.append(ParseError(source, no, f"stopped after {MAX_PROBLEMS} bad lines"))
                         return
@@ -239,20 +311,25 @@ def json_records(path: Path, source: str, stream: Stream) -> Iterator[tuple[int,
         raise damaged_gzip(source, exc) from None
 
 
-def _document(begun: bytes, fh: IO[bytes], skipped: int, source: str) -> Iterator[tuple[int, int, Any]]:
+def _document(begun: list[bytes], fh: IO[bytes], skipped: int, source: str) -> Iterator[tuple[int, int, Any]]:
     """The records of a file that is one JSON document (read whole: it is an API response)."""
     from rag.corpus import MAX_FILE_BYTES
 
-    data = begun + fh.read(MAX_FILE_BYTES + 1)
-    if len(data) > MAX_FILE_BYTES:
+    size = sum(len(b) for b in begun)
+    data = b"".join(begun) + fh.read(MAX_FILE_BYTES + 1 - size) if size <= MAX_FILE_BYTES else b""
+    if not data or len(data) > MAX_FILE_BYTES:
         raise ParseError(source, None, "JSON document over the file size limit",
                          "give the records as JSON Lines, one per line")
+    if json_values(data) > MAX_JSON_VALUES:
+        raise ParseError(source, None, f"JSON document of over {MAX_JSON_VALUES:,} values: refused "
+                         "before it was read whole", "give the records as JSON Lines, one per line")
     try:
         text = data.decode("utf-8")
     except UnicodeDecodeError as exc:
         raise ParseError(source, skipped + data[:exc.start].count(b"\n") + 1,
                          f"invalid UTF-8 byte 0x{data[exc.start]:02x}",
                          f"convert the file to UTF-8, e.g. `iconv -f latin1 -t utf-8 {source}`") from None
+    del data  # the text holds it: what the parse builds may take its room
     try:
         doc = json.loads(text)
     except json.JSONDecodeError as exc:

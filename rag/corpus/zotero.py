@@ -82,12 +82,24 @@ def _collections(con: sqlite3.Connection, name: str | None) -> set[int] | None:
     return chosen
 
 
+# What SQLite says of a damaged file can itself be bytes that are not UTF-8 (a schema entry's
+# name, in "malformed database schema (...)"): Python then raises UnicodeDecodeError, not
+# sqlite3.DatabaseError.
+_DAMAGED = "the file is damaged: Zotero keeps backups beside it (zotero.sqlite.bak); ingest a copy of one"
+
+
 def read(path: Path, source: str, collection: str | None = None) -> Stream:
+    con = None
     try:
         con = connect(path)
         version = schema_version(con)
         wanted = _collections(con, collection)
-    except sqlite3.Error as exc:
+    except (sqlite3.Error, UnicodeDecodeError) as exc:
+        if con is not None:
+            con.close()
+        if isinstance(exc, UnicodeDecodeError):
+            raise ParseError(source, None, "SQLite database whose own records cannot be read "
+                             "(text in it is not UTF-8)", _DAMAGED) from None
         raise ParseError(source, None, f"SQLite database that is not a Zotero library ({exc})",
                          "point at zotero.sqlite in the Zotero data directory") from None
     stream = Stream.of(LAYOUT, lambda stream: _papers(con, source, stream, wanted))
@@ -144,6 +156,9 @@ def _papers(con: sqlite3.Connection, source: str, stream: Stream, wanted: set[in
     except sqlite3.Error as exc:
         stream.problems.append(ParseError(source, None, f"Zotero database that cannot be read ({exc})",
                                           "close Zotero and try again, or copy zotero.sqlite and ingest the copy"))
+    except UnicodeDecodeError:
+        stream.problems.append(ParseError(source, None, "Zotero database that cannot be read (text in it is "
+                                          "not UTF-8)", _DAMAGED))
     finally:
         con.close()
 

@@ -1,8 +1,10 @@
 """The MCP server at `/mcp` of `rag serve` (streamable HTTP), over the app's own pipeline.
 
 It sits behind the app's request guards like every endpoint: the RAG_API_KEY bearer check
-(before the body is read) and the Host check against DNS rebinding, so the SDK's own Host
-check is off here (it would refuse the names RAG_ALLOWED_HOSTS lets in).
+(before the body is read), the Host check against DNS rebinding and, here, the Origin check
+the MCP specification asks for; so the SDK's own Host and Origin check is off (it would
+refuse the names RAG_ALLOWED_HOSTS lets in). Sessions end after RAG_MCP_SESSION_IDLE_S
+without a request, and at most RAG_MCP_MAX_SESSIONS are open at once (the SDK's own limits).
 """
 
 from __future__ import annotations
@@ -49,7 +51,11 @@ def mount(app: Any, settings: Settings) -> Callable[[], AbstractAsyncContextMana
     async def running() -> AsyncIterator[None]:
         current.app = server.streamable_http_app(
             streamable_http_path=PATH,
-            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False))
+            # the SDK checks Host and Origin together, against exact names: rag's guards
+            # (rag.api.limits) check both as every endpoint's Host is checked
+            transport_security=TransportSecuritySettings(enable_dns_rebinding_protection=False),
+            session_idle_timeout=settings.mcp_session_idle_s,
+            max_sessions=settings.mcp_max_sessions)
         try:
             async with server.session_manager.run():
                 yield

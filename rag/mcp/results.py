@@ -177,6 +177,13 @@ def quoted(text: str, limit: int = 100) -> str:
     return repr(text) if len(text) <= limit else f"{text[:limit]!r}... ({len(text):,} characters)"
 
 
+def one_line(text: str, limit: int = 2000) -> str:
+    """A message as one line of at most `limit` characters: a caller's text quoted in it may
+    hold line breaks (U+2028 too), and a 100,000-character value is no message."""
+    text = " ".join(text.splitlines())
+    return text if len(text) <= limit else text[: limit - 30] + f"... ({len(text):,} characters)"
+
+
 def clip(text: str, budget: int, what: str = "text") -> str:
     """Text cut to the budget, saying so."""
     if len(text) <= budget:

@@ -1,5 +1,5 @@
 """The MCP server (official `mcp` SDK, v2: `MCPServer`) over rag.mcp.tools: the tools with
-their descriptions and schemas, the resources, and `run_stdio` for `rag mcp`.
+their descriptions and schemas, and the resources (rag.mcp.stdio serves it for `rag mcp`).
 
 Every tool returns a readable text block and the structured result its output schema
 describes. Bad input is a tool error (`isError`) of one line; the server goes on answering.
@@ -9,6 +9,7 @@ from __future__ import annotations
 
 import inspect
 import logging
+import threading
 from collections.abc import Callable
 from typing import Annotated, Any, Literal
 
@@ -33,6 +34,7 @@ from rag.mcp.results import (
     SearchResult,
     SourceResult,
     clip,
+    one_line,
     quoted,
     text_of,
 )
@@ -93,6 +95,12 @@ class RagMCPServer(MCPServer[Any]):
     null or "" as not given: assistants fill the fields they leave unset so (`"venue": ""`,
     `"k": null`), and a refusal cost the user another turn for no fault of theirs."""
 
+    async def run_stdio_async(self) -> None:
+        """The SDK's stdio transport, with an answer for each line it cannot read."""
+        from rag.mcp.stdio import serve
+
+        await serve(self._lowlevel_server)
+
     async def call_tool(self, name: str, arguments: dict[str, Any],
                         context: Context[Any, Any] | None = None) -> Any:
         tool = self._tool_manager.get_tool(name)
@@ -107,12 +115,21 @@ class RagMCPServer(MCPServer[Any]):
             arguments = {k: v for k, v in arguments.items() if k in required or not _unset(v)}
         try:
             return await super().call_tool(name, arguments, context)
+        except UnexpectedToolError as exc:
+            # A bug in rag, not the caller's fault: still one line (the SDK's own says only
+            # "Error executing tool NAME" and logs a traceback), the traceback only with -v.
+            crash: BaseException = exc.__cause__ or exc
+            log.error("tool %s: unexpected %s: %s", name, type(crash).__name__, one_line(str(crash)))
+            log.debug("the traceback of that error", exc_info=crash)
+            raise ToolError(f"{name}: unexpected {type(crash).__name__}: {one_line(str(crash))} "
+                            "(this is a bug in rag: `rag -v` shows its traceback on the "
+                            "server's stderr; report it)") from None
         except ToolError as exc:
             cause = exc.__cause__
-            if isinstance(cause, ValidationError) and not isinstance(exc, UnexpectedToolError):
+            if isinstance(cause, ValidationError):
                 problems = "; ".join(f"{'.'.join(map(str, e['loc'])) or 'arguments'}: {e['msg']}"
                                      for e in cause.errors())
-                raise ToolError(f"{name}: bad argument: {problems}") from None
+                raise ToolError(f"{name}: bad argument: {one_line(problems)}") from None
             raise
 
 
@@ -123,12 +140,15 @@ class Notes:
 
     def __init__(self) -> None:
         self.pending: list[str] = []
+        self._lock = threading.Lock()  # added from the watcher's thread, taken in the loop
 
     def add(self, text: str) -> None:
-        self.pending.append(text)
+        with self._lock:
+            self.pending.append(text)
 
     def take(self) -> list[str]:
-        taken, self.pending = self.pending, []
+        with self._lock:
+            taken, self.pending = self.pending, []
         return taken
 
 
@@ -144,7 +164,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
             # other clients. A client that leaves mid-call leaves the work to finish.
             result = await anyio.to_thread.run_sync(work)
         except RagError as exc:  # one line: what is wrong, then what to do, within the budget
-            text = exc.one_line()
+            text = one_line(exc.one_line())
             room = budget - 60  # the SDK puts "Error executing tool NAME: " before it
             raise ToolError(text if len(text) <= room else
                             text[: room - 24] + " [cut to fit max_chars]") from None
@@ -270,17 +290,3 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         tool.parameters["additionalProperties"] = False  # as call_tool enforces
         tool.description = inspect.cleandoc(tool.description)  # the docstring's indents
     return server
-
-
-def run_stdio(server: RagMCPServer, *background: Callable[[], Any]) -> None:
-    """Serve over stdin/stdout until the client closes it; `background` coroutines (the
-    folder watcher) run beside it and stop with it."""
-
-    async def main() -> None:
-        async with anyio.create_task_group() as tg:
-            for job in background:
-                tg.start_soon(job)
-            await server.run_stdio_async()
-            tg.cancel_scope.cancel()
-
-    anyio.run(main)

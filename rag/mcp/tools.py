@@ -233,7 +233,10 @@ class RagTools:
         listed = [p for p in self.pipeline(index).retriever.papers() if accepted.accepts(p)]
         start = 0
         if cursor:
-            if not cursor.isdigit() or int(cursor) > len(listed):
+            # isdigit() also takes "²" and other digits int() refuses; a cursor this server
+            # gave is a short run of ASCII digits
+            if not (cursor.isascii() and cursor.isdigit() and len(cursor) <= 9) \
+                    or int(cursor) > len(listed):
                 raise InputError(f"cursor {quoted(cursor)} is not one this server gave",
                                  "start again without a cursor")
             start = int(cursor)
@@ -287,21 +290,29 @@ class RagTools:
         root = self.allow_ingest
         if root is None:
             raise InputError("ingest is off", "start the server with --allow-ingest DIR")
-        given = Path(path.strip())
         if not path.strip():
             raise InputError("the path is empty", f"give a file or folder inside {root}")
+        if control := next((c for c in path if unicodedata.category(c) == "Cc"), None):
+            # a NUL reaches no file (the OS refuses it), a line break would split the message
+            raise InputError(f"{quoted(path)}: a path with a control character "
+                             f"(U+{ord(control):04X}) is refused", f"give a path inside {root}")
+        given = Path(path.strip())
         if ".." in given.parts:
             raise InputError(f"{quoted(path)}: a path with '..' is refused",
                              f"give a path inside {root}")
         target = given if given.is_absolute() else root / given
-        if not target.resolve().is_relative_to(root):
-            raise InputError(f"{quoted(path)} is outside the folder open to ingest ({root})",
-                             f"give a path inside {root}")
-        files = expand_paths([target])
-        for f in files:  # a link inside the folder may lead out of it
-            if not f.resolve().is_relative_to(root):
-                raise InputError(f"{f} leads outside the folder open to ingest ({root})",
-                                 "remove the link, or copy the file into the folder")
+        try:
+            if not target.resolve().is_relative_to(root):
+                raise InputError(f"{quoted(path)} is outside the folder open to ingest ({root})",
+                                 f"give a path inside {root}")
+            files = expand_paths([target])
+            for f in files:  # a link inside the folder may lead out of it
+                if not f.resolve().is_relative_to(root):
+                    raise InputError(f"{f} leads outside the folder open to ingest ({root})",
+                                     "remove the link, or copy the file into the folder")
+        except OSError as exc:  # a name too long for the file system, a folder not readable
+            raise InputError(f"{quoted(path)}: {exc.strerror or exc}",
+                             f"give a file or folder inside {root}") from None
         return files
 
 

@@ -15,7 +15,9 @@ from __future__ import annotations
 import json
 import logging
 import math
+import os
 import random
+import tempfile
 from dataclasses import asdict, dataclass, field
 from pathlib import Path
 from typing import Any
@@ -134,15 +136,23 @@ def cached(path: Path, build: Any) -> IndexStats:
     except (OSError, ValueError, TypeError):
         pass
     stats: IndexStats = build()
+    data = {"format": STATS_FORMAT, **asdict(stats)}
+    data.pop("padding")
+    tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_suffix(".tmp")
-        data = {"format": STATS_FORMAT, **asdict(stats)}
-        data.pop("padding")
-        tmp.write_text(json.dumps(data), encoding="utf-8")
-        tmp.replace(path)
+        # A name of its own for each writer: concurrent answers (MCP calls, API requests, a
+        # second process) each build the stats of a new index version, and with one shared
+        # temporary name one writer's replace took the file another was still writing.
+        fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
+        tmp = Path(name)
+        with os.fdopen(fd, "w", encoding="utf-8") as out:
+            out.write(json.dumps(data))
+        os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
     except OSError as exc:
         log.warning("could not cache the relevance statistics: %s", exc)
+        if tmp is not None:
+            tmp.unlink(missing_ok=True)
     return stats
 
 

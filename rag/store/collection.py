@@ -8,7 +8,6 @@ for changes from the store alone, embedded or server.
 
 from __future__ import annotations
 
-import json
 import logging
 import os
 import shlex
@@ -279,7 +278,7 @@ class Store:
     def papers(self) -> list[Paper]:
         by_id: dict[str, Paper] = {}
         for meta in self._get_all(["metadatas"], where={"chunk": 0})["metadatas"]:
-            by_id[meta["paper_id"]] = Paper.from_dict(json.loads(meta["paper"]))
+            by_id[meta["paper_id"]] = store_format.stored_paper(meta)
         return sorted(by_id.values(), key=lambda p: (p.source, p.position))
 
     def paper(self, paper_id: str) -> Paper | None:
@@ -287,7 +286,7 @@ class Store:
                                    include=["metadatas"], limit=1)
         if not page["ids"]:
             return None
-        return Paper.from_dict(json.loads(page["metadatas"][0]["paper"]))
+        return store_format.stored_paper(page["metadatas"][0])
 
     def sentences(self, paper_ids: list[str]) -> dict[str, tuple[list[str], np.ndarray]]:
         """Stored abstract sentences and vectors of these papers, in abstract order."""

@@ -23,7 +23,7 @@ from typing import Any
 import numpy as np
 
 from rag.config import Settings
-from rag.corpus.paper import Paper, category_keys, sha, venue_words
+from rag.corpus.paper import Paper, category_keys, sha, source_files, venue_words
 from rag.embed import MODEL_NAME, pooling
 from rag.errors import InputError
 
@@ -104,8 +104,11 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     meta: dict[str, Any] = {
         "content_hash": paper.content_hash(),
         "source": paper.source,
-        # where the file was when ingested: --prune checks this, whatever the working directory
-        "source_path": str(Path(paper.source).resolve()),
+        # where the files were when read: --prune checks these, whatever the working directory
+        # (resolved now, a relative name of an earlier ingest from another folder was wrong)
+        "source_path": paper.located.get(paper.source) or str(Path(paper.source).resolve()),
+        "file_paths": json.dumps({s: paper.located[s] for s in source_files(paper) if s in paper.located},
+                                 ensure_ascii=False),
         "label": paper.label,
         "title": paper.title or "",
         "venue": (paper.venue or "").lower(),
@@ -114,6 +117,15 @@ def paper_metadata(paper: Paper) -> dict[str, Any]:
     }
     meta.update(filter_metadata(paper))
     return meta
+
+
+def stored_paper(meta: dict[str, Any]) -> Paper:
+    """The record a first chunk's metadata holds, with where its files were when read."""
+    paper = Paper.from_dict(json.loads(meta["paper"]))
+    paper.located = json.loads(meta.get("file_paths") or "{}")
+    if meta.get("source_path"):
+        paper.located.setdefault(paper.source, str(meta["source_path"]))
+    return paper
 
 
 def chunk_metadata(paper: Paper, chunk_id: str, index: int, n_chunks: int,
