@@ -70,12 +70,7 @@ RUNS = [("seeds", "evals/questions.yaml", "default"),
         ("pubmedqa", "evals/pubmedqa/questions.yaml", "pubmedqa"),
         ("scifact", "evals/scifact/questions.yaml", "scifact"),
         ("cross", "evals/cross/seeds-on-pubmedqa.yaml", "pubmedqa"),
-        ("cross", "evals/cross/pubmedqa-on-seeds.yaml", "default"),
-        # written blind (evals/blind/README.md): only their fit halves are fitted on
-        ("seeds-blind", "evals/blind/seeds-a.yaml", "default"),
-        ("seeds-blind", "evals/blind/seeds-b.yaml", "default"),
-        ("scifact-blind", "evals/blind/scifact-c.yaml", "scifact"),
-        ("pubmedqa-blind", "evals/blind/pubmedqa-d.yaml", "pubmedqa")]
+        ("cross", "evals/cross/pubmedqa-on-seeds.yaml", "default")]
 POOL = {"fact": 50, "list": 100, "list_divisor": 5, "list_max": 400}
 L2_GRID = (0.01, 0.1, 1.0, 10.0)
 FALSE_ABSTENTION = 0.05  # the most false abstention the answer bound may cost, per corpus
@@ -139,10 +134,7 @@ def extract(rel: Any, corpus: str, set_path: Path, splits: set[str]) -> list[dic
         qvec = rel.retriever.embed_query(text)
         relevant = {refs[r] for r in q.papers}
         out.append({
-            # two blind sets of one corpus may use one id
-            "id": f"{set_path.stem}/{q.id}" if corpus.endswith("-blind") else q.id,
-            "corpus": corpus, "kind": q.kind, "split": q.split, "near_miss": q.near_miss,
-            "off_topic": q.off_topic, "names_paper": q.names_paper, "answer_sentence": q.answer_sentence,
+            "id": q.id, "corpus": corpus, "kind": q.kind, "split": q.split, "near_miss": q.near_miss,
             "question": question, "text": text, "list": list_q, "qvec": qvec, "hits": hits,
             "named": named, "relevant": relevant, "facts": q.facts,
             "rows": rel.paper_rows(text, qvec, hits, meta, named),
@@ -192,11 +184,9 @@ def fit_model(names: tuple[str, ...], rows: list[dict[str, float]], y: list[floa
     asking "how many") learns that base rate instead of what it says within a set."""
     x = np.array([[r[n] for n in names] for r in rows], dtype=np.float64)
     ya, wa = np.asarray(y), np.asarray(w)
-    # An unmeasured feature (NaN) counts as its mean, as rag.relevance.features.Model reads it
-    mean, scale = np.nanmean(x, 0), np.nanstd(x, 0)
-    scale[~(scale >= 1e-9)] = 1.0
-    mean[np.isnan(mean)] = 0.0
-    xs = np.where(np.isnan(x), 0.0, (x - mean) / scale)
+    mean, scale = x.mean(0), x.std(0)
+    scale[scale < 1e-9] = 1.0
+    xs = (x - mean) / scale
     levels = sorted(set(domains))[1:] if domains else []
     if levels:
         assert domains is not None
@@ -357,27 +347,15 @@ def fit_models(rels: dict[str, Any], items: list[dict[str, Any]], fit: list[dict
     for index, rel in rels.items():
         add_question_rows(rel, [it for it in items if it["index"] == index], models, oof)
     domains_of = (lambda part: [it["index"] for it in part]) if "answer" in INDEX_EFFECTS else None
-    # One answer model for fact questions, another for lists: a fact answer is checked again,
-    # each quote against what is asked (rag.relevance.addresses), a list is not. Fitted with the
-    # blind sets' fact questions (half name their paper), one model for both let more
-    # unanswerable lists through (seeds/ fit: 3 of 23 declined no more). So the blind sets teach
-    # the fact model alone; the list model is fitted as the one model was before them, on the
-    # other sets' questions of both kinds, and bounded on them.
-    for key, pick in (("answer", lambda it: not it["list"]),
-                      ("answer_list", lambda it: not it["corpus"].endswith("-blind"))):
-        part = [it for it in fit if pick(it)]
-        answer = fit_model(question_names, *answer_data(part), domains=domains_of(part) if domains_of else None)
-        held = out_of_fold(question_names, part, answer["l2"], answer_data, lambda it: [it["qrow"]],
-                           domains_of)
-        _, ya, _, _ = answer_data(part)
-        oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in part])
-        # a blind set's questions are held to the bound with the other questions of its
-        # corpus: a set of eight lists alone would allow none declined
-        corpora = [it["corpus"].removesuffix("-blind") for it in part]
-        answer["threshold"] = answer_threshold(oof_answer, np.array(ya), corpora)
-        answer["decline"] = min(answer["threshold"], answer_threshold(
-            oof_answer, np.array(ya), corpora, DECLINE_WITH_MODEL))
-        models[key] = answer
+    answer = fit_model(question_names, *answer_data(fit), domains=domains_of(fit) if domains_of else None)
+    held = out_of_fold(question_names, fit, answer["l2"], answer_data, lambda it: [it["qrow"]],
+                       domains_of)
+    _, ya, _, _ = answer_data(fit)
+    oof_answer = np.array([held[it["id"] + it["corpus"]][0] for it in fit])
+    answer["threshold"] = answer_threshold(oof_answer, np.array(ya), [it["corpus"] for it in fit])
+    answer["decline"] = min(answer["threshold"], answer_threshold(
+        oof_answer, np.array(ya), [it["corpus"] for it in fit], DECLINE_WITH_MODEL))
+    models["answer"] = answer
     models["sentence"] = fit_model(sentence_names, *sentence_fit_data(fit_sents))
     return models
 
@@ -421,16 +399,14 @@ def transfer_table(rels: dict[str, Any], items: list[dict[str, Any]], sents: lis
     rows = []
     for index, corpus in FIELDS.items():
         fit = [it for it in items if it["split"] == "fit" and it["index"] != index]
-        mine = (corpus, f"{corpus}-blind")
-        fit_s = [s for s in sents if s["split"] == "fit" and s["corpus"] not in mine]
+        fit_s = [s for s in sents if s["split"] == "fit" and s["corpus"] != corpus]
         loco = fit_models(rels, items, fit, fit_s, dropped)
-        held = [it for it in items if it["split"] == "heldout" and it["corpus"] in mine]
-        held_s = [s for s in sents if s["split"] == "heldout" and s["corpus"] in mine]
-        figs = decision_figures(held, held_s, loco)
-        for name in mine:
-            for fig, (value, n) in figs.get(f"{name} heldout", {}).items():
-                rows.append((name, fig, figures.get(f"{name} fit", {}).get(fig, (float("nan"), 0))[0],
-                             figures[f"{name} heldout"][fig][0], value, n))
+        held = [it for it in items if it["split"] == "heldout" and it["corpus"] == corpus]
+        held_s = [s for s in sents if s["split"] == "heldout" and s["corpus"] == corpus]
+        left = decision_figures(held, held_s, loco).get(f"{corpus} heldout", {})
+        for fig, (value, n) in left.items():
+            rows.append((corpus, fig, figures.get(f"{corpus} fit", {}).get(fig, (float("nan"), 0))[0],
+                         figures[f"{corpus} heldout"][fig][0], value, n))
     return rows
 
 
@@ -454,11 +430,6 @@ def sentence_data(rel: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]
     for it in items:
         if it["list"] or not it["relevant"] or not it["facts"] or it["kind"] == "metadata":
             continue
-        if it["corpus"].endswith("-blind") and it["split"] == "fit":
-            # A blind set names one answering sentence where its abstract may hold several
-            # (a PubMedQA result as well as its conclusion): fitted on them, the sentence model
-            # quoted fewer PubMedQA conclusions (held-out 0.976 -> 0.864). Reported, not fitted.
-            continue
         papers = [h.paper for h in it["hits"] if h.paper.paper_id in it["relevant"]]
         for paper in papers:
             aspect = it["question"]
@@ -466,9 +437,7 @@ def sentence_data(rel: Any, items: list[dict[str, Any]]) -> list[dict[str, Any]]
                 name = short_label(paper.title, paper.label)
                 aspect = re.sub(rf"(?i)(?<![\w-]){re.escape(name)}(?![\w-])", " ", aspect)
             sents, vecs = rel.judge.sentences(paper.abstract)
-            answer = it.get("answer_sentence")  # a blind set's: the sentence itself
-            labels = [float(_is_answer("blind", s, [answer]) if answer else _is_answer(it["corpus"], s, it["facts"]))
-                      for s in sents]
+            labels = [float(_is_answer(it["corpus"], s, it["facts"])) for s in sents]
             if not any(labels) or all(labels):
                 continue
             rows = sentence_rows(terms(aspect), vecs @ rel.retriever.embed_query(aspect),
@@ -501,26 +470,22 @@ def decision_figures(items: list[dict[str, Any]], sents: list[dict[str, Any]],
     """Per (corpus, split): the decisions' own figures (no answer text involved)."""
     from rag.relevance.features import Model
 
-    answers = {k: Model.from_dict(models[k]) for k in ("answer", "answer_list") if k in models}
+    answer = Model.from_dict(models["answer"])
     out: dict[str, dict[str, list[float]]] = defaultdict(lambda: defaultdict(list))
     scored: dict[str, list[tuple[float, float]]] = defaultdict(list)  # (P(answer), answerable)
     for it in items:
         key = f"{it['corpus']} {it['split']}"
         model = models["member" if it["list"] else "source"]
-        answer = answers["answer_list"] if it["list"] and "answer_list" in answers else answers["answer"]
         p_answer = answer.probability(it["qrow"])
         scored[key].append((p_answer, float(bool(it["relevant"]))))
         answered = p_answer >= answer.threshold
         asks_model = float(not answered and p_answer >= answer.decline)  # with a model only
         if not it["relevant"]:
-            kind = "own removed" if it["id"].endswith("~without-own") else \
-                "off-topic" if it.get("off_topic") else "near miss" if it.get("near_miss") else "unanswerable"
+            kind = "own removed" if it["id"].endswith("~without-own") else "unanswerable"
             out[key][f"abstains ({kind})"].append(float(not answered))
             out[key][f"model asked ({kind})"].append(asks_model)
             continue
         out[key]["false abstention"].append(float(not answered))
-        if it.get("names_paper") is not None:  # a blind set says whether it names its paper
-            out[key][f"false abstention ({'' if it['names_paper'] else 'not '}named)"].append(float(not answered))
         out[key]["declined before a model"].append(float(p_answer < answer.decline))
         p = it["paper_probs"]
         ranked = sorted(zip(it["hits"], p, strict=True), key=lambda t: -t[1])
@@ -608,8 +573,7 @@ def extracted(rels: dict[str, Any], cache: Path) -> list[dict[str, Any]]:
     import hashlib
     import pickle
 
-    # addresses.py (the answer-relevance check) reads none of what is extracted
-    sources = sorted(p for p in (ROOT / "rag" / "relevance").glob("*.py") if p.name != "addresses.py") + sorted(
+    sources = sorted((ROOT / "rag" / "relevance").glob("*.py")) + sorted(
         (ROOT / "rag" / "retrieve").glob("*.py")) + [ROOT / "rag" / "answering" / "questions.py"] + [
         ROOT / s for _, s, _ in RUNS]  # questions.py: which questions are lists, and their topics
     key = hashlib.sha1(b"".join(p.read_bytes() for p in sources) + bytes([EXTRACT_VERSION])).hexdigest()
@@ -659,9 +623,6 @@ def main() -> None:
     ap = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     ap.add_argument("--home", type=Path, default=Path("/tmp/rag-relevance"))
     ap.add_argument("--scifact-home", type=Path, help="where the scifact index lives (default --home)")
-    ap.add_argument("--data", type=Path, default=SHARED,
-                    help="where pubmedqa/ and scifact/ corpus.jsonl are (default ../shared/benchmarks; "
-                         "a git worktree has no ../shared)")
     ap.add_argument("--write", action="store_true", help=f"write {PARAMS.relative_to(ROOT)}")
     ap.add_argument("--decline-only", action="store_true",
                     help="keep the shipped models: fit only the answer model's `decline` bound "
@@ -696,7 +657,6 @@ def main() -> None:
         metadata_grid(relevance_for(settings))
         return
     started = time.perf_counter()
-    CORPORA.update(pubmedqa=args.data / "pubmedqa" / "corpus.jsonl", scifact=args.data / "scifact" / "corpus.jsonl")
     INDEX_EFFECTS.update(m for m in args.index_effects.split(",") if m)
     MEMBER_ONLY.update(m for m in args.member_features.split(",") if m)
     if MEMBER_ONLY - set(PAPER_FEATURES):
@@ -759,8 +719,7 @@ def main() -> None:
         params = {"format": 1, "pool": POOL, "models": models,
                   "fitted": {"by": "scripts/fit_relevance.py", "date": time.strftime("%Y-%m-%d"),
                              "questions": {f"{c} {s}": sum(it["corpus"] == c and it["split"] == s for it in items)
-                                           for c in ("seeds", "pubmedqa", "scifact", "cross", "seeds-blind",
-                                                     "scifact-blind", "pubmedqa-blind") for s in ("fit", "heldout")},
+                                           for c in ("seeds", "pubmedqa", "scifact", "cross") for s in ("fit", "heldout")},
                              "sentences_questions": len([s for s in sents if s["split"] == "fit"]),
                              "smallest_index": smallest}}
         PARAMS.write_text(json.dumps(params, indent=1) + "\n", encoding="utf-8")

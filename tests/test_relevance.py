@@ -22,7 +22,7 @@ from rag.retrieve import PaperHit
 
 def test_shipped_parameters_load() -> None:
     params = load_params()
-    assert set(params["models"]) == {"member", "source", "answer", "answer_list", "sentence"}
+    assert set(params["models"]) == {"member", "source", "answer", "sentence"}
 
 
 @pytest.mark.parametrize(("text", "problem"), [

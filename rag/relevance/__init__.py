@@ -103,12 +103,8 @@ def load_params(path: Path | None = None) -> dict[str, Any]:
         if data.get("format") != PARAMS_FORMAT:
             raise ValueError(f"format {data.get('format')!r}, expected {PARAMS_FORMAT}")
         models = {k: Model.from_dict(data["models"][k]) for k in ("member", "source", "answer", "sentence")}
-        # lists' own answer model (fact answers are checked again, lists are not); a file
-        # fitted before it answers lists with the one answer model
-        models["answer_list"] = Model.from_dict(data["models"].get("answer_list", data["models"]["answer"]))
         for key, names in (("member", PAPER_FEATURES), ("source", PAPER_FEATURES),
-                           ("answer", QUESTION_FEATURES), ("answer_list", QUESTION_FEATURES),
-                           ("sentence", SENTENCE_FEATURES)):
+                           ("answer", QUESTION_FEATURES), ("sentence", SENTENCE_FEATURES)):
             unknown = set(models[key].names) - set(names)
             if unknown:
                 raise ValueError(f"model `{key}` uses unknown features {sorted(unknown)}")
@@ -325,11 +321,11 @@ class Relevance:
             return Decision(False, 0.0, [], {}, [])
         qrow, probs, named, meta = self.measure(question, hits, list_question=list_question, topic=topic)
         model = self.models["member" if list_question else "source"]
-        bounds = self.models["answer_list" if list_question else "answer"]
-        p_answer = bounds.probability(qrow)
+        p_answer = self.models["answer"].probability(qrow)
         scores = {h.paper.paper_id: float(p) for h, p in zip(hits, probs, strict=True)}
         ranked = sorted(hits, key=lambda h: (-(h.paper.paper_id in named) * (not list_question),
                                              -scores[h.paper.paper_id]))
+        bounds = self.models["answer"]
         borderline = with_model and bounds.decline <= p_answer < bounds.threshold
         answerable = p_answer >= bounds.threshold or borderline
         # A paper the question names by name is a source of a fact answer whatever its score
