@@ -144,10 +144,13 @@ class SentenceCheck:
     quote: str = ""
     reasons: list[str] = field(default_factory=list)
     meta: bool = False  # a header such as "3 of the 60 abstracts match:", not a claim
+    # Does it address what the question asks (rag.relevance.addresses)? None: not judged (a
+    # list's item, a header, a question about a record's fields).
+    addresses: bool | None = None
 
     def to_public(self) -> dict[str, Any]:
         return {"text": self.text, "citations": self.citations, "supported": self.supported,
-                "support": self.support, "quote": self.quote}
+                "support": self.support, "quote": self.quote, "addresses": self.addresses}
 
 
 @dataclass

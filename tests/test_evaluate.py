@@ -182,6 +182,12 @@ def test_malformed_set_is_a_clear_input_error(rag_home: Path, workdir: Path) -> 
      "  question: y\n  papers: ['seeds/a.txt#2']\n", "used by an earlier question"),
     ("- id: q1\n  kind: fact\n  question: [unclosed\n", "bad.yaml:4: not valid YAML"),
     ("{}\n", "non-empty YAML list"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n  off_topic: true\n",
+     "field `off_topic` is only for unanswerable questions"),
+    ("- id: q1\n  kind: unanswerable\n  question: x\n  papers: []\n  names_paper: 'no'\n",
+     "field `names_paper` must be true or false"),
+    ("- id: q1\n  kind: fact\n  question: x\n  papers: ['seeds/a.txt#1']\n  answer_sentence: ''\n",
+     "field `answer_sentence` must be the answering sentence"),
 ])
 def test_set_validation_names_question_and_field(tmp_path: Path, text: str, message: str) -> None:
     from rag.errors import InputError
@@ -242,6 +248,26 @@ def test_full_sets_load_and_resolve(retriever: Any) -> None:
         refs = resolve_refs(qs, papers, path, "default")
         assert len(set(refs.values())) == len(refs)
     assert len(load_set(EVALS / "questions.yaml")) == 211
+
+
+def test_blind_sets_load_with_their_labels_and_a_drawn_split(retriever: Any) -> None:
+    """The sets written blind carry the answering sentence, off-topic and names-paper labels,
+    and half of each kind is held out (scripts/split_questions.py --redraw); the seeds/ ones
+    resolve against an index of seeds/."""
+    from rag.eval.run import load_set, resolve_refs
+
+    for name, n in (("seeds-a", 70), ("seeds-b", 70), ("scifact-c", 80), ("pubmedqa-d", 80)):
+        qs = load_set(EVALS / "blind" / f"{name}.yaml")
+        assert len(qs) == n
+        facts = [q for q in qs if q.kind == "fact"]
+        assert all(q.answer_sentence for q in facts) and any(q.off_topic for q in qs)
+        assert all(q.names_paper is not None for q in qs)
+        for kind in {q.kind for q in qs}:
+            held = [q.split for q in qs if q.kind == kind]
+            assert set(held) == {"fit", "heldout"} and abs(held.count("fit") - held.count("heldout")) <= 1
+        if name.startswith("seeds"):
+            refs = resolve_refs(qs, retriever.papers(), EVALS / "blind" / f"{name}.yaml", "default")
+            assert len(refs) >= 30
 
 
 # -- metric pieces ------------------------------------------------------------------------

@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import re
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
 
 from rag.answering.citations import (
@@ -96,8 +97,10 @@ class Checker:
     """Feed it the writer's text; it returns the final units as SentenceEvents."""
 
     def __init__(self, sources: list[Source], judge: Judge, strict: bool,
-                 prelude: list[str] | None = None) -> None:
+                 prelude: list[str] | None = None,
+                 addresses: Callable[[str, list[Source]], bool | None] | None = None) -> None:
         self.by_n = {s.n: s for s in sources}
+        self.addresses = addresses  # does a unit address the question (None: not judged)
         self.judge = judge
         self.strict = strict
         self.order: dict[int, int] = {}  # writer's number -> final number
@@ -235,6 +238,8 @@ class Checker:
         text = renumber(text, self.order)
         check = SentenceCheck(text, numbers_in(text), support.supported, support.score,
                               support.quote, support.reasons)
+        if self.addresses and cited:
+            check.addresses = self.addresses(text, cited)
         self.checks.append(check)
         self.claims += 1
         self.abstaining = False

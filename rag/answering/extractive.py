@@ -28,6 +28,7 @@ from rag.corpus.text import split_sentences
 from rag.judge import Judge, strip_markers
 from rag.prompts import NO_ANSWER
 from rag.relevance import Relevance
+from rag.relevance.addresses import AnswerRelevance
 from rag.relevance.features import CONTRIBUTION, URL, has_number
 from rag.retrieve import Retriever
 from rag.schema import Source
@@ -40,6 +41,10 @@ class ExtractiveWriter:
         self.retriever = retriever
         self.judge = judge
         self.relevance = relevance or Relevance.load(retriever, judge)
+        # Does a quote address what is asked? Reported on each sentence (`addresses`), not yet
+        # deciding: as the offline answer's gate it cost PubMedQA's held-out answers more false
+        # abstention than its thresholds allow (evals/README.md, "Answer relevance").
+        self.addressing = AnswerRelevance.load(self.relevance)
 
     def sentence_scores(self, question: str, qvec: np.ndarray, paper: Paper) -> list[tuple[float, str]]:
         """(P(the sentence answers), sentence) for each sentence of the abstract, best first."""

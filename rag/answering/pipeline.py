@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import threading
 import time
-from collections.abc import Generator, Iterator
+from collections.abc import Callable, Generator, Iterator
 from dataclasses import dataclass, field
 from typing import Any
 
@@ -184,7 +184,8 @@ class Pipeline:
         header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
             if chosen.list_question and sources and not comparing else []
         # A comparison's model lines are checked but not shown as they come: the table is.
-        checker = Checker(sources, judge, opts.strict and not comparing, prelude=header)
+        checker = Checker(sources, judge, opts.strict and not comparing, prelude=header,
+                          addresses=None if chosen.list_question or comparing else self._addresses(standalone))
 
         t1 = time.perf_counter()
         table = None
@@ -234,6 +235,8 @@ class Pipeline:
                     if sources and not chosen.borderline else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
+            if client is not None and (off := _not_addressing(checker.checks)):
+                yield run.notice(off)
         yield from self._left_out(checker, run)
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
         run.timings["check"] = checker.judge_ms
@@ -247,6 +250,11 @@ class Pipeline:
                 yield NoticeEvent(gap)
         run.timings["total"] = (time.perf_counter() - started) * 1000
         yield DoneEvent(answer)
+
+    def _addresses(self, question: str) -> Callable[[str, list[Source]], bool | None]:
+        """Whether a unit of the answer addresses what `question` asks (rag.relevance.addresses)."""
+        check = self.extractive.addressing
+        return lambda text, cited: check.addresses(question, text, [s.paper for s in cited])
 
     def _nothing_passes(self, question: str, filters: Filters, started: float,
                         text: str = "") -> Iterator[Event]:
@@ -384,6 +392,16 @@ class Pipeline:
             budget=run.fitted.public() if run.fitted else None,
             **fields,
         )
+
+
+def _not_addressing(checks: list[SentenceCheck]) -> str | None:
+    """The notice for a model's sentences that do not address what was asked (its abstracts
+    may support them: they say something else), None when every judged one does."""
+    off = [c for c in checks if c.addresses is False]
+    if not off:
+        return None
+    quoted = "; ".join(f'"{c.text}"' for c in off[:3])
+    return (f"{len(off)} of {len(checks)} sentences do not address what was asked: {quoted}")
 
 
 def _finish_reason(run: _Run) -> str:

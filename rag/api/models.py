@@ -90,6 +90,8 @@ class SentencePublic(_Public):
     supported: bool = Field(description="Whether the cited abstracts support the sentence.")
     support: float
     quote: str
+    addresses: bool | None = Field(None, description="Whether the sentence addresses what was asked "
+                                   "(null: not judged, as a list's item).")
 
 
 class CellPublic(_Public):

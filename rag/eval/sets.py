@@ -23,7 +23,8 @@ from rag.errors import InputError
 
 KINDS = ("fact", "list", "metadata", "unanswerable", "followup")
 SPLITS = ("fit", "heldout")
-FIELDS = ("id", "kind", "question", "turns", "papers", "facts", "near_miss", "split", "note")
+FIELDS = ("id", "kind", "question", "turns", "papers", "facts", "near_miss", "split", "note",
+          "answer_sentence", "off_topic", "names_paper")
 _REF = re.compile(r"^([^#\s]+)#([1-9]\d*)$")
 _REF_ID = re.compile(r"^id:(\S+)$")
 _ID = re.compile(r"^[a-z0-9]+(?:[-_][a-z0-9]+)*$")
@@ -41,6 +42,9 @@ class Question:
     note: str = ""
     split: str = ""  # fit | heldout | "" (a set without splits)
     line: int = 0  # the line of its `papers` in its file, for resolve_refs's errors
+    answer_sentence: str = ""  # fact: the abstract's sentence that answers it, verbatim
+    off_topic: bool = False  # unanswerable: about nothing in the corpus
+    names_paper: bool | None = None  # the question names the paper or study (None: not said)
 
 
 class _FieldError(Exception):
@@ -117,16 +121,26 @@ def _question(item: dict[str, Any], i: int, seen: set[str]) -> Question:
     for fact in facts:
         if any(not alt.strip() for alt in fact.split("|")):
             raise _FieldError(qid, "facts", f"has {fact!r} with an empty alternative")
-    near_miss = item.get("near_miss", False)
-    if not isinstance(near_miss, bool):
-        raise _FieldError(qid, "near_miss", f"must be true or false, not {near_miss!r}")
+    flags = {}
+    for name in ("near_miss", "off_topic", "names_paper"):
+        flags[name] = item.get(name, False if name != "names_paper" else None)
+        if name in item and not isinstance(flags[name], bool):
+            raise _FieldError(qid, name, f"must be true or false, not {flags[name]!r}")
+    for name in ("near_miss", "off_topic"):
+        if flags[name] and kind != "unanswerable":
+            raise _FieldError(qid, name, f"is only for unanswerable questions, not {kind}")
+    answer = item.get("answer_sentence", "")
+    if not isinstance(answer, str) or ("answer_sentence" in item and not answer.strip()):
+        raise _FieldError(qid, "answer_sentence", "must be the answering sentence, a non-empty string")
     note = item.get("note", "")
     if not isinstance(note, str):
         raise _FieldError(qid, "note", "must be a string")
     split = item.get("split", "")
     if split not in (*SPLITS, ""):
         raise _FieldError(qid, "split", f"is {split!r}; expected fit or heldout")
-    return Question(raw_id, kind, turns, papers, facts, near_miss, note, split)
+    return Question(raw_id, kind, turns, papers, facts, bool(flags["near_miss"]), note, split,
+                    answer_sentence=answer.strip(), off_topic=bool(flags["off_topic"]),
+                    names_paper=flags["names_paper"])
 
 
 def load_set(path: Path) -> list[Question]:

@@ -73,6 +73,8 @@ class Verdict(BaseModel):
     citations: list[int] = Field(description="The [n] sources the sentence cites.")
     supported: bool = Field(description="Whether the cited abstracts support the sentence.")
     support: float = Field(description="The support judge's score.")
+    addresses: bool | None = Field(None, description="Whether the sentence addresses what was asked "
+                                   "(null: not judged).")
 
 
 class Evidence(BaseModel):
