@@ -125,6 +125,15 @@ class Checker:
 
     # -- input ------------------------------------------------------------------------------
 
+    def not_addressing(self) -> str | None:
+        """The notice for sentences that do not address what was asked (their abstracts may
+        support them: they say something else), None when every judged one does."""
+        off = [c for c in self.checks if c.addresses is False]
+        if not off:
+            return None
+        quoted = "; ".join(f'"{c.text}"' for c in off[:3])
+        return f"{len(off)} of {len(self.checks)} sentences do not address what was asked: {quoted}"
+
     def feed(self, text: str) -> list[SentenceEvent]:
         self._pending, rewrites = normalize_citations(self._pending + text, len(self.by_n))
         self.rewrites += rewrites

@@ -235,7 +235,7 @@ class Pipeline:
                     if sources and not chosen.borderline else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
-            if client is not None and (off := _not_addressing(checker.checks)):
+            if client is not None and (off := checker.not_addressing()):
                 yield run.notice(off)
         yield from self._left_out(checker, run)
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
@@ -394,18 +394,7 @@ class Pipeline:
         )
 
 
-def _not_addressing(checks: list[SentenceCheck]) -> str | None:
-    """The notice for a model's sentences that do not address what was asked (its abstracts
-    may support them: they say something else), None when every judged one does."""
-    off = [c for c in checks if c.addresses is False]
-    if not off:
-        return None
-    quoted = "; ".join(f'"{c.text}"' for c in off[:3])
-    return (f"{len(off)} of {len(checks)} sentences do not address what was asked: {quoted}")
-
-
 def _finish_reason(run: _Run) -> str:
     """"stop", "length" at the model's token limit, "error" when its stream broke off."""
-    if run.error is not None:
-        return "error"
-    return "length" if run.stopped or (run.ending and run.ending.reason == "length") else "stop"
+    return "error" if run.error is not None else \
+        "length" if run.stopped or (run.ending and run.ending.reason == "length") else "stop"
