@@ -109,7 +109,7 @@ def features(judge, pairs):  # type: ignore[no-untyped-def]
         words = content_words(claim)
         text = unicodedata.normalize("NFKC", f"{title} {abstract}")
         overlap = len(words & content_words(text)) / len(words) if words else 0.0
-        s = judge.score_one(claim, vec, abstract, title)  # threshold -inf: reasons = hard checks
+        s = judge.score_one(claim, vec, abstract, title, whole=True)  # threshold -inf: reasons = hard checks
         assert abs(s.score - round(W_SIM * cos + W_OVERLAP * overlap, 4)) < 1e-3
         rows.append((cos, overlap, not s.reasons, [r.split(":")[0] for r in s.reasons]))
     return (np.array([r[0] for r in rows]), np.array([r[1] for r in rows]),

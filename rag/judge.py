@@ -120,6 +120,11 @@ def strip_markers(text: str) -> str:
     return _MARKER.sub("", text).strip()
 
 
+def claim_of(sentence: str) -> str:
+    """What is judged of a sentence: its words without citation markers or a list bullet."""
+    return strip_markers(sentence).lstrip("-*• ").strip()
+
+
 _sentence_cache: dict[str, tuple[list[str], np.ndarray]] = {}
 _cache_lock = threading.Lock()
 _primed: set[str] = set()  # abstracts whose vectors in the cache came from the store (prime)
@@ -173,9 +178,25 @@ class Judge:
         with _cache_lock:
             return abstract in _primed and abstract in _sentence_cache
 
-    def score_one(self, claim: str, vector: np.ndarray, abstract: str, title: str = "") -> Support:
+    def score_one(self, claim: str, vector: np.ndarray, abstract: str, title: str = "",
+                  whole: bool = False) -> Support:
+        """The claim against one record: its abstract's sentences, and its header's (title,
+        authors, ids) when the abstract alone does not settle it. The header is embedded only
+        then (it is not stored with the index: a list answer's 43 headers took 3 s at 20,000
+        papers); the verdict is the same either way, as the header can only add to the score.
+        `whole`: the score of abstract and header together always (what calibration sweeps)."""
+        if title and not whole:
+            own, settled = self._score(claim, vector, abstract, title, header=False)
+            if own.supported and settled:
+                return own
+        return self._score(claim, vector, abstract, title, header=bool(title))[0]
+
+    def _score(self, claim: str, vector: np.ndarray, abstract: str, title: str,
+               header: bool) -> tuple[Support, bool]:
+        """The support, and whether its quote is from the abstract whatever the header says."""
         sents, vecs = self.sentences(abstract)
-        if title:  # the cited record's header (title, authors, ids) can support a sentence too
+        n_own = len(sents)
+        if header:  # the cited record's header (title, authors, ids) can support a sentence too
             head_sents, head_vecs = self.sentences(title)
             sents, vecs = sents + head_sents, np.vstack([vecs, head_vecs])
         sims = vecs @ vector
@@ -207,7 +228,6 @@ class Judge:
             reasons.append("words not in the abstract: " + ", ".join(sorted(words - record)[:5]))
         # The claim's evidence: the abstract sentence closest to it in meaning and those sharing
         # the most of its words (not the header, which states no findings).
-        n_own = len(sents) - (len(head_sents) if title else 0)
         shared = [len(words & content_words(x)) for x in sents[:n_own]]
         evidence = {sents[int(np.argmax(sims[:n_own]))]} | {
             x for x, n in zip(sents[:n_own], shared, strict=True) if n == max(shared) and n >= 2}
@@ -221,15 +241,16 @@ class Judge:
         # in the abstract); the header only for a claim no abstract sentence shares two words
         # with ("MegaBlocks is by Trevor Gale ..."): a list line starts with the paper's title,
         # which alone would make the header the closest.
-        if n_own and (max(shared) >= 2 or not words & content_words(title) - content_words(abstract)):
+        settled = bool(n_own) and (max(shared) >= 2 or not words & content_words(title) - content_words(abstract))
+        if settled:
             best = int(np.argmax(sims[:n_own]))
         elif n_own < len(sents):
             best = n_own + int(np.argmax(sims[n_own:]))
-        return Support(not reasons, round(score, 4), sents[best], None, reasons)
+        return Support(not reasons, round(score, 4), sents[best], None, reasons), settled
 
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
         """Best support for the sentence among its cited (title, abstract) pairs."""
-        claim = strip_markers(sentence).lstrip("-*• ").strip()
+        claim = claim_of(sentence)
         if not abstracts or not claim:
             return Support(False, 0.0, reasons=["no citation"])
         vector = self.embedder.embed([claim])[0]
@@ -310,7 +331,7 @@ class OllamaJudge(Judge):
 
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
         base = super().check(sentence, abstracts)  # for the quote and a score
-        claim = strip_markers(sentence).lstrip("-*• ").strip()
+        claim = claim_of(sentence)
         if not claim or not _CLAIM_WORD.search(claim):
             return base  # nothing to ask about: no model is asked to judge an empty claim
         unreadable = unquoted = False

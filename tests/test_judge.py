@@ -168,6 +168,38 @@ def test_the_quote_is_a_sentence_of_the_abstract(judge: Any, papers: list[Any]) 
     assert authors.quote not in adaqp.abstract and adaqp.authors[0] in authors.quote
 
 
+def test_a_claim_its_abstract_settles_leaves_the_header_unread(judge: Any, papers: list[Any]) -> None:
+    """Headers are not stored with the index: each one checked is embedded on the spot (a list
+    answer's 43 took 3 s at 20,000 papers). A quote its abstract supports embeds no header, with
+    the verdict and quote it had with the header; a claim about the authors still reads it."""
+    from rag.judge import Judge, _sentence_cache
+    from rag.schema import Source
+
+    class Counting:
+        def __init__(self, inner: Any) -> None:
+            self.inner, self.texts = inner, []
+
+        def embed(self, texts: list[str]) -> Any:
+            self.texts += texts
+            return self.inner.embed(texts)
+
+    adaqp = paper(papers, "seeds/002_582fbc6f8791162a.txt#12")
+    header = Source(1, adaqp, 0.0).header()
+    counting = Counting(judge.embedder)
+    lazy = Judge(counting, known_names=set(judge.known_names))  # type: ignore[arg-type]
+    _sentence_cache.pop(header, None)
+    quote = "This paper proposes an efficient GNN training system, AdaQP, to expedite distributed " \
+            "full-graph GNN training [1]."
+    got = lazy.check(quote, [(header, adaqp.abstract)])
+    whole = judge.score_one(quote.removesuffix(" [1]."), judge.embedder.embed([quote.removesuffix(" [1].")])[0],
+                            adaqp.abstract, header, whole=True)
+    assert got.supported and whole.supported and got.quote == whole.quote
+    assert not any(t in header for t in counting.texts), counting.texts
+    authors = lazy.check(f"AdaQP is by {', '.join(adaqp.authors)} [1].", [(header, adaqp.abstract)])
+    assert adaqp.authors[0] in authors.quote  # quoted from the header, so read
+    assert any(adaqp.authors[0] in t for t in counting.texts)
+
+
 def test_claims_about_the_record_are_checked_against_its_fields(judge: Any, papers: list[Any]) -> None:
     """Authors, venue and an arXiv comment are the record's, not the abstract's: each claim is
     compared with that field (led by the paper's name), not with the whole record, where the
