@@ -132,7 +132,7 @@ def test_files_and_modules_the_docs_name_exist() -> None:
         # reports: rag eval's output; seeds/FILE: how a question set names a paper
         missing = sorted(p for p in paths - {"evals/reports", "seeds/FILE"} if not (ROOT / p).exists())
         assert missing == [], f"docs/{name} names {missing}"
-        for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_]+)+)", text)):
+        for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text)):
             parts = dotted.split(".")
             obj: Any = None
             for cut in range(len(parts), 0, -1):

@@ -74,7 +74,7 @@ def test_files_and_modules_the_readme_names_exist() -> None:
                            README))
     missing = sorted(p for p in paths - {"evals/reports"} if not (ROOT / p).exists())  # reports: rag eval's output
     assert missing == [], missing
-    for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_]+)+)", README)):
+    for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", README)):
         parts = dotted.split(".")
         for cut in range(len(parts), 0, -1):
             try:
