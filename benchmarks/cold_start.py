@@ -8,7 +8,7 @@ untimed (page cache, the BM25 snapshot's disk cache), then the commands are run 
 `--runs` times each, so that a burst of load elsewhere hits all of them alike. Rows:
 
   python -c pass                        the interpreter alone
-  import sentence_transformers          the naive stack (what the issue compares against)
+  import sentence_transformers          the naive stack (what this is compared against)
   ONNX floor                            start + rag.embed model load + one query embedding
   rag search/ask                        the real commands, local index
   thin client                           the same with RAG_SERVER_URL -> a running `rag serve`
