@@ -12,8 +12,8 @@ once untimed (page cache, the index's snapshot), then `--runs` times each:
   floor                                 import onnxruntime, tokenizers, numpy
   python -c pass                        the interpreter alone
   ONNX floor                            start + rag.embed model load + one query embedding
-  rag ask / rag search                  the real commands, local index (a fact question, the
-                                        issue's; a list question; a search)
+  rag ask / rag search                  the real commands, local index (a fact question, a
+                                        list question and a search)
   thin client                           the same with RAG_SERVER_URL -> a running `rag serve`,
                                         and its floor, `import click, httpx`
 

@@ -22,7 +22,7 @@ in the same process for all four, so load elsewhere hits all alike), then every 
 is ranked as rag ranks it, with exact search instead of HNSW: dense = chunks by cosine, papers
 by their best chunk; hybrid = reciprocal-rank fusion of the dense top 200 and the BM25 top 200
 (Retriever.search without names and filters). Queries go through the variant's own model.
-The rule (issue 24): a variant is kept only if hybrid nDCG@10 stays within 0.005 of fp32/model.
+The rule: a variant is kept only if hybrid nDCG@10 stays within 0.005 of fp32/model.
 
 Data: SciFact (Wadden et al. 2020, "Fact or Fiction: Verifying Scientific Claims"; claims
 CC BY 4.0, abstracts ODC-By 1.0), training split, from ../shared/benchmarks/scifact/.

@@ -5,7 +5,7 @@ sentence vectors (each sentence read alone). Prints a table; not a test.
     .venv/bin/python benchmarks/late_chunking.py --build HOME [--contrast W]
 
 (--build: the indexes scripts/fit_relevance.py reads, with late-chunked sentence vectors, for
-a refit and `rag eval` on them; evals/README.md, "Other ways to reach 2×".)
+a refit and `rag eval` on them; docs/evaluation-history.md, "Late chunking".)
 
 Ingest reads every abstract twice: once as chunks ("Title. sentences ..." up to the chunk
 size) and once sentence by sentence, for the judge and the relevance models. Late chunking

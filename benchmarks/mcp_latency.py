@@ -33,7 +33,7 @@ QUESTIONS = [
     "What throughput improvement does DynaPipe report?",
     "How does DeepSpeed-Ulysses partition sequences?",
 ]
-TARGET_S = 1.0  # the bound for a warm offline ask through stdio
+TARGET_S = 1.0  # the bound set for a warm offline ask through stdio
 
 
 async def timed_asks(client: Any, n: int) -> list[float]:

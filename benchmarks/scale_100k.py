@@ -517,7 +517,7 @@ def main() -> None:
               f"(embedding ~{emb * f / 3600:.1f} h of it), Chroma ~{disk * f / 1e9:.1f} GB on disk, "
               f"~{chunks * f / 1000:.0f}k chunks and ~{ingest['sentences'] * f / 1e6:.1f} M "
               "sentence vectors. /search grows with the BM25 half (scores every chunk) and the "
-              "HNSW query (logarithmic); see the README for the measured SciFact/scale points.")
+              "HNSW query (logarithmic); see docs/speed.md for the measured SciFact/scale points.")
 
 
 if __name__ == "__main__":

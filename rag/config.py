@@ -241,4 +241,4 @@ def get_settings() -> Settings:
             else e["msg"].removeprefix("Value error, ") for e in exc.errors()
         )
         raise InputError(f"bad setting: {problems}",
-                         "fix or unset that environment variable (README: Configuration)") from None
+                         "fix or unset that environment variable (docs/reference/configuration.md)") from None

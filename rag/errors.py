@@ -2,7 +2,7 @@
 
 from __future__ import annotations
 
-# Exit codes, documented in the README.
+# Exit codes, documented in docs/reference/exit-codes.md.
 EXIT_OK = 0
 EXIT_ERROR = 1  # unexpected failure
 EXIT_INPUT = 2  # bad input file, bad argument, bad request

@@ -179,7 +179,7 @@ class Answer:
     nearest: list[dict[str, Any]] = field(default_factory=list)
 
     def to_public(self) -> dict[str, Any]:
-        """The documented JSON object (README "JSON output")."""
+        """The documented JSON object (docs/reference/json.md)."""
         quotes: dict[int, tuple[float, str]] = {}
         for s in self.sentences:
             for n in s.citations:

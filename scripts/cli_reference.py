@@ -1,19 +1,13 @@
-"""Print the CLI reference (every command's --help) as Markdown; `--write` updates README.md.
+"""Print the CLI reference (every command's --help) as Markdown.
 
-The documentation's CLI page is generated from `reference()` too, at `mkdocs build` time
-(scripts/docs_reference.py)."""
+The documentation's CLI page (docs/reference/cli.md) is generated from `reference()` at
+`mkdocs build` time (scripts/docs_reference.py)."""
 
 from __future__ import annotations
-
-import re
-import sys
-from pathlib import Path
 
 import click
 
 from rag.cli import cli
-
-START, END = "<!-- cli-reference:start -->", "<!-- cli-reference:end -->"
 
 
 def _commands(group: click.Group, prefix: list[str]) -> list[tuple[list[str], click.Command]]:
@@ -27,8 +21,8 @@ def _commands(group: click.Group, prefix: list[str]) -> list[tuple[list[str], cl
     return out
 
 
-def reference(level: int = 4, width: int = 100) -> str:
-    """Every command's --help under a heading of `level` (README.md: 4; the docs page: 2),
+def reference(level: int = 2, width: int = 100) -> str:
+    """Every command's --help under a heading of `level` (the docs page: 2),
     wrapped at `width` (narrower, click cuts the commands' one-line summaries)."""
     parts = []
     for path, cmd in _commands(cli, []):
@@ -38,13 +32,7 @@ def reference(level: int = 4, width: int = 100) -> str:
 
 
 def main() -> None:
-    block = f"{START}\n\n{reference()}\n{END}"
-    if "--write" in sys.argv:
-        readme = Path(__file__).resolve().parent.parent / "README.md"
-        text = readme.read_text()
-        readme.write_text(re.sub(re.escape(START) + ".*?" + re.escape(END), lambda _: block, text, flags=re.S))
-    else:
-        print(block)
+    print(reference())
 
 
 if __name__ == "__main__":

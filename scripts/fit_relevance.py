@@ -21,7 +21,7 @@ paper answer the fact question), `answer` (does the index answer the question at
 `sentence` (does this sentence answer). Each corpus and kind of question weighs the same, so
 500 PubMedQA questions do not drown 100 seeds ones. Decision thresholds: member and source
 maximise mean F1 over the fit questions; answer is the highest bound at which no corpus
-abstains on more than 5% of its answerable questions (the issue's false-abstention bound);
+abstains on more than 5% of its answerable questions (the false-abstention bound set for it);
 all three on out-of-fold probabilities (5 folds over the fit questions), and the answer model
 learns from out-of-fold paper probabilities, as it will meet them on unseen questions. The
 answer model's second, lower bound, `decline` (with a model, a question is declined before the
@@ -291,7 +291,7 @@ def answer_threshold(p: np.ndarray, y: np.ndarray, corpora: list[str],
                      limit: float = FALSE_ABSTENTION) -> float:
     """The highest bound on P(answerable) (the most abstention on unanswerable questions) at
     which no corpus abstains on more than `limit` of its answerable fit questions: the
-    issue's bound on false abstention for the answer bound, DECLINE_WITH_MODEL for the bound
+    bound set on false abstention for the answer bound, DECLINE_WITH_MODEL for the bound
     below which a question is declined before a model is asked (`decline`)."""
     best = 0.0
     for t in np.linspace(0.01, 0.98, 98):

@@ -1,4 +1,4 @@
-"""Fine-tune a cross-encoder on the fit splits of seeds/, PubMedQA and SciFact (issue 22), in
+"""Fine-tune a cross-encoder on the fit splits of seeds/, PubMedQA and SciFact (a semantic relevance signal for the fitted decisions), in
 two steps so that the training can run where a GPU is lent:
 
     .venv/bin/python scripts/train_reranker.py dump --home /tmp/rag-relevance --out DIR

@@ -1,4 +1,4 @@
-"""The MCP SDK's own client, driven from synchronous tests: `rag mcp` started as the README's
+"""The MCP SDK's own client, driven from synchronous tests: `rag mcp` started as docs/mcp.md's
 client configuration says (over stdio), or `rag serve`'s /mcp over streamable HTTP."""
 
 from __future__ import annotations
@@ -16,28 +16,28 @@ from anyio.from_thread import BlockingPortal, start_blocking_portal
 
 from tests.conftest import RAG, ROOT, SEEDS
 
-README = (ROOT / "README.md").read_text()
+MCP_PAGE = (ROOT / "docs" / "mcp.md").read_text()
 PLACEHOLDER = "/ABSOLUTE/PATH/TO/rag"
 
 
-def readme_configs() -> dict[str, dict[str, Any]]:
-    """The JSON client configurations of the README's MCP section, by the file they go in."""
-    section = README.split("## Use it from an AI assistant (MCP)", 1)[1].split("\n## ", 1)[0]
+def page_configs() -> dict[str, dict[str, Any]]:
+    """The JSON client configurations of docs/mcp.md, by the file they go in."""
+    section = MCP_PAGE.split("## Configure your client", 1)[1].split("\n## ", 1)[0]
     found = re.findall(r"`([^`\n]+\.json)`[^`]*?:\n\n```json\n(.+?)\n```", section, re.S)
     return {name: json.loads(block) for name, block in found}
 
 
-def readme_server() -> dict[str, Any]:
-    """The `rag` server entry of claude_desktop_config.json in the README."""
-    return readme_configs()["claude_desktop_config.json"]["mcpServers"]["rag"]  # type: ignore[no-any-return]
+def page_server() -> dict[str, Any]:
+    """The `rag` server entry of claude_desktop_config.json on docs/mcp.md."""
+    return page_configs()["claude_desktop_config.json"]["mcpServers"]["rag"]  # type: ignore[no-any-return]
 
 
 def stdio_params(home: Path, extra_args: list[str] | None = None, cwd: Path = ROOT) -> Any:
-    """What a client starts from the README's configuration, with this checkout's venv for
+    """What a client starts from docs/mcp.md's configuration, with this checkout's venv for
     the placeholder path and the test's data directory for RAG_HOME."""
     from mcp import StdioServerParameters
 
-    entry = readme_server()
+    entry = page_server()
     command = entry["command"].replace(f"{PLACEHOLDER}/.venv/bin/rag", RAG)
     env = {**{k: v for k, v in os.environ.items() if k.startswith(("PYTHON", "HF_", "OLLAMA"))},
            **entry.get("env", {}), "RAG_HOME": str(home), "RAG_SEEDS": str(SEEDS)}

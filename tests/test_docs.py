@@ -132,7 +132,7 @@ def test_files_and_modules_the_docs_name_exist() -> None:
         # reports: rag eval's output; seeds/FILE: how a question set names a paper
         missing = sorted(p for p in paths - {"evals/reports", "seeds/FILE"} if not (ROOT / p).exists())
         assert missing == [], f"docs/{name} names {missing}"
-        for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_]+)+)", text)):
+        for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text)):
             parts = dotted.split(".")
             obj: Any = None
             for cut in range(len(parts), 0, -1):
@@ -157,3 +157,82 @@ def test_the_pictures_are_small_and_the_plot_is_drawn_from_its_data(tmp_path: Pa
     assert out.read_bytes() == (DOCS / "images" / "speed-and-scale.png").read_bytes(), (
         "docs/images/speed-and-scale.png is not drawn from benchmarks/figures.json: "
         "run .venv/bin/python scripts/plot_speed.py")
+
+
+def _section(page: str, heading: str) -> str:
+    """The text under `heading` on docs/`page`, up to the next heading of its level or above."""
+    level = heading.split(" ", 1)[0]
+    body = (DOCS / page).read_text().split(f"\n{heading}\n", 1)[1]
+    return re.split(rf"\n#{{1,{len(level)}}} ", body, maxsplit=1)[0]
+
+
+def _endpoint_table() -> str:
+    return "\n".join(line for line in _section("http-api.md", "## Endpoints").splitlines()
+                     if line.startswith("| `"))
+
+
+def _openapi(tmp_path: Path) -> dict[str, Any]:
+    from rag.api.app import create_app
+    from rag.config import Settings
+
+    return create_app(Settings(home=tmp_path / ".rag")).openapi()  # no lifespan: no index
+
+
+def test_every_http_route_is_in_the_endpoint_table_and_back(tmp_path: Path) -> None:
+    paths = _openapi(tmp_path)["paths"]
+    table = _endpoint_table()
+    served = {(method.upper(), path) for path, ops in paths.items() for method in ops}
+    missing = sorted(f"{m} {p}" for m, p in served if f"`{m} {p}" not in table)
+    assert missing == [], f"add to docs/http-api.md's endpoint table: {missing}"
+    listed = set(re.findall(r"`(GET|POST|DELETE) (/[^`?\s]*)", table))
+    unknown = sorted(f"{m} {p}" for m, p in listed if (m, p) not in served and p not in ("/", "/mcp"))
+    assert unknown == [], f"docs/http-api.md lists routes the app does not serve: {unknown}"
+
+
+def test_the_endpoint_table_names_every_field_of_ask_and_search(tmp_path: Path) -> None:
+    spec = _openapi(tmp_path)
+    rows = {m.group(1): m.group(0) for m in re.finditer(r"^\| `(?:GET|POST) (/\w+)[^\n]*", _endpoint_table(), re.M)}
+    ask = spec["components"]["schemas"]["AskRequest"]["properties"]
+    assert sorted(f for f in ask if f'"{f}"' not in rows["/ask"]) == []
+    search = [p["name"] for p in spec["paths"]["/search"]["get"]["parameters"]]
+    assert sorted(p for p in search if f"{p}=" not in rows["/search"]) == []
+
+
+def test_what_rag_api_key_leaves_open_is_what_the_http_page_says() -> None:
+    from rag.api.limits import PUBLIC_PREFIXES
+
+    sentence = _section("http-api.md", "## API key").split("With `RAG_API_KEY` set,", 1)[1].split("Bearer KEY", 1)[0]
+    assert sorted(p for p in PUBLIC_PREFIXES if f"`{p}" not in sentence) == []
+
+
+def test_the_mcp_tool_table_is_what_rag_mcp_offers() -> None:
+    import anyio
+
+    from rag.mcp.server import build
+
+    tools = anyio.run(build(object(), allow_ingest=True).list_tools)  # type: ignore[arg-type]
+    rows = dict(re.findall(r"^\| `(\w+)\(([^)]*)\)` \|", _section("mcp.md", "## Tools"), re.M))
+    assert sorted(rows) == sorted(t.name for t in tools)
+    for tool in tools:
+        props, required = tool.input_schema["properties"], set(tool.input_schema.get("required", []))
+        documented = {}
+        for arg in filter(None, (a.strip() for a in rows[tool.name].split(","))):
+            name, _, default = arg.rstrip("?").partition("=")
+            documented[name] = (arg.endswith("?") or bool(default), default)
+        assert sorted(documented) == sorted(set(props) - {"max_chars"}), tool.name  # max_chars: in the text
+        for name, (optional, default) in documented.items():
+            assert optional == (name not in required), (tool.name, name)
+            if default:
+                assert json.loads(default) == props[name]["default"], (tool.name, name)
+
+
+def test_the_json_page_names_every_field_of_an_answer() -> None:
+    """The answer's fields and those of its citations and sentences (`export`, POST /ask's,
+    is named under the table)."""
+    from rag.api.models import AnswerPublic, CitationPublic, SentencePublic
+
+    section = _section("reference/json.md", "## `rag ask --json`")
+    for model in (AnswerPublic, CitationPublic, SentencePublic):
+        missing = sorted(f for f in set(model.model_fields) - {"export"} if f"`{f}`" not in section)
+        assert missing == [], f"document on docs/reference/json.md: {model.__name__} {missing}"
+    assert "`export`" in section or "export:" in section

@@ -1,4 +1,4 @@
-"""`rag mcp` over stdio, through the MCP SDK's own client, started exactly as the README's
+"""`rag mcp` over stdio, through the MCP SDK's own client, started exactly as docs/mcp.md's
 client configuration says, over a copy of the seeded index."""
 
 from __future__ import annotations
@@ -12,7 +12,7 @@ from pathlib import Path
 
 import pytest
 
-from tests.mcp_client import PLACEHOLDER, Session, connect, readme_configs, stdio_params
+from tests.mcp_client import PLACEHOLDER, Session, connect, page_configs, stdio_params
 from tests.rag_server import copy_home
 
 SKRULL = "long-context-supervised-fine-a335c12e"
@@ -39,8 +39,8 @@ def within(result: dict, text: str, budget: int = 8000) -> None:  # type: ignore
     assert len(text) <= budget
 
 
-def test_readme_configurations_start_the_same_server() -> None:
-    configs = readme_configs()
+def test_the_documented_configurations_start_the_same_server() -> None:
+    configs = page_configs()
     claude = configs["claude_desktop_config.json"]["mcpServers"]["rag"]
     vscode = configs[".vscode/mcp.json"]["servers"]["rag"]
     assert vscode["type"] == "stdio"

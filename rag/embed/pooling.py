@@ -9,8 +9,8 @@ special [CLS] and [SEP] tokens each pass adds are left out), each sentence count
 share of its characters the chunk holds, plus a fixed correction vector fitted to bring such
 means closest to the vectors of the model reading the chunks. No library computes this, hence
 by hand. scripts/fit_pooling.py fits the title's weight and the correction on seeds/ and
-PubMedQA and reports on SciFact, which the fit never sees (figures in pooling.json and in the
-README)."""
+PubMedQA and reports on SciFact, which the fit never sees (figures in pooling.json and in
+docs/speed.md)."""
 
 from __future__ import annotations
 

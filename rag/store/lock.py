@@ -15,7 +15,7 @@ from rag.errors import IndexStoreError
 def ingest_lock(settings: Settings, wait: bool = True) -> Iterator[None]:
     """One writer at a time per data directory; a second ingest waits, saying so."""
     try:
-        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private (README: Security)
+        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private (docs/security.md)
         lock = open(settings.home / "ingest.lock", "a")  # noqa: SIM115 (closed below)
     except OSError as exc:  # a read-only or unreachable data directory
         raise IndexStoreError(
