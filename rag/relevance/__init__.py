@@ -34,6 +34,7 @@ import math
 import random
 import re
 import threading
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from importlib import resources
 from pathlib import Path
@@ -87,34 +88,44 @@ class Decision:
     borderline: bool = False
 
 
-def load_params(path: Path | None = None) -> dict[str, Any]:
-    """The fitted parameters (rag/relevance/params.json unless `path`), checked."""
-    where = str(path) if path else "rag/relevance/params.json"
-    hint = ("reinstall rag, or refit the file with `python scripts/fit_relevance.py` "
-            "(see evals/README.md)")
+def read_fitted(path: Path | None, name: str, what: str, script: str, fmt: int,
+                check: Callable[[dict[str, Any]], Any]) -> Any:
+    """A fitted file of rag/relevance (`name`, or `path`), read and checked by `check`; a file
+    missing, unreadable or corrupt is refused naming it, `what` it holds and the `script`
+    that refits it."""
+    where = str(path) if path else f"rag/relevance/{name}"
+    hint = f"reinstall rag, or refit the file with `python scripts/{script}` (see evals/README.md)"
     try:
         text = path.read_text(encoding="utf-8") if path else \
-            resources.files("rag.relevance").joinpath("params.json").read_text(encoding="utf-8")
+            resources.files("rag.relevance").joinpath(name).read_text(encoding="utf-8")
     except OSError as exc:
-        raise RelevanceParamsError(f"{where}: cannot read the fitted relevance parameters "
-                                   f"({exc.strerror or exc})", hint) from None
+        raise RelevanceParamsError(f"{where}: cannot read {what} ({exc.strerror or exc})", hint) from None
     try:
         data = json.loads(text)
-        if data.get("format") != PARAMS_FORMAT:
-            raise ValueError(f"format {data.get('format')!r}, expected {PARAMS_FORMAT}")
-        models = {k: Model.from_dict(data["models"][k]) for k in ("member", "source", "answer", "sentence")}
-        for key, names in (("member", PAPER_FEATURES), ("source", PAPER_FEATURES),
-                           ("answer", QUESTION_FEATURES), ("sentence", SENTENCE_FEATURES)):
-            unknown = set(models[key].names) - set(names)
-            if unknown:
-                raise ValueError(f"model `{key}` uses unknown features {sorted(unknown)}")
-        smallest = int(data.get("fitted", {}).get("smallest_index", 0))
-        pool = {k: int(v) for k, v in data["pool"].items()}
-        if set(pool) != {"fact", "list", "list_divisor", "list_max"} or min(pool.values()) < 1:
-            raise ValueError("pool needs fact, list, list_divisor and list_max, each at least 1")
+        if data.get("format") != fmt:
+            raise ValueError(f"format {data.get('format')!r}, expected {fmt}")
+        return check(data)
     except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RelevanceParamsError(f"{where}: the fitted relevance parameters are corrupt ({exc})",
-                                   hint) from None
+        raise RelevanceParamsError(f"{where}: {what} is corrupt ({exc})", hint) from None
+
+
+def load_params(path: Path | None = None) -> dict[str, Any]:
+    """The fitted parameters (rag/relevance/params.json unless `path`), checked."""
+    return read_fitted(path, "params.json", "the fitted relevance parameters", "fit_relevance.py",
+                       PARAMS_FORMAT, _checked_params)
+
+
+def _checked_params(data: dict[str, Any]) -> dict[str, Any]:
+    models = {k: Model.from_dict(data["models"][k]) for k in ("member", "source", "answer", "sentence")}
+    for key, names in (("member", PAPER_FEATURES), ("source", PAPER_FEATURES),
+                       ("answer", QUESTION_FEATURES), ("sentence", SENTENCE_FEATURES)):
+        unknown = set(models[key].names) - set(names)
+        if unknown:
+            raise ValueError(f"model `{key}` uses unknown features {sorted(unknown)}")
+    smallest = int(data.get("fitted", {}).get("smallest_index", 0))
+    pool = {k: int(v) for k, v in data["pool"].items()}
+    if set(pool) != {"fact", "list", "list_divisor", "list_max"} or min(pool.values()) < 1:
+        raise ValueError("pool needs fact, list, list_divisor and list_max, each at least 1")
     return {"models": models, "pool": pool, "smallest_index": smallest}
 
 

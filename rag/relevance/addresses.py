@@ -25,11 +25,9 @@ answers, not a sentence.
 
 from __future__ import annotations
 
-import json
 import math
 import re
 from dataclasses import dataclass
-from importlib import resources
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -214,28 +212,17 @@ def paper_names(paper: Paper) -> list[str]:
 
 def load_model(path: Path | None = None) -> Model:
     """The fitted model (rag/relevance/addresses.json unless `path`), checked."""
-    from rag.relevance import RelevanceParamsError
+    from rag.relevance import read_fitted
 
-    where = str(path) if path else "rag/relevance/addresses.json"
-    hint = "reinstall rag, or refit the file with `python scripts/fit_addresses.py` (see evals/README.md)"
-    try:
-        text = path.read_text(encoding="utf-8") if path else \
-            resources.files("rag.relevance").joinpath("addresses.json").read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RelevanceParamsError(f"{where}: cannot read the fitted answer-relevance check "
-                                   f"({exc.strerror or exc})", hint) from None
-    try:
-        data = json.loads(text)
-        if data.get("format") != FORMAT:
-            raise ValueError(f"format {data.get('format')!r}, expected {FORMAT}")
+    def check(data: dict[str, Any]) -> Model:
         model = Model.from_dict(data["model"])
         unknown = set(model.names) - set(FEATURES)
         if unknown:
             raise ValueError(f"unknown features {sorted(unknown)}")
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RelevanceParamsError(f"{where}: the fitted answer-relevance check is corrupt ({exc})",
-                                   hint) from None
-    return model
+        return model
+
+    return read_fitted(path, "addresses.json", "the fitted answer-relevance check", "fit_addresses.py",
+                       FORMAT, check)
 
 
 class AnswerRelevance:
