@@ -277,7 +277,7 @@ def test_offline_lists_the_papers_that_name_the_thing_a_list_question_relates_th
     assert labels(ans) == {"SIRIUS"} and "154.84x speedup over TensorFlow" in ans.answer
     # every paper that names PyTorch, each line quoting where it does
     ans = offline.answer("Which papers use PyTorch?")
-    papers = offline.retriever.snapshot().papers.values()
+    papers = list(offline.retriever.snapshot().papers.values())  # read once, used twice
     naming = {p.paper_id for p in papers if "PyTorch" in f"{p.title} {p.abstract}"}
     assert {s.paper.paper_id for s in ans.sources} == naming and len(naming) >= 3
     lines = [line for line in ans.answer.splitlines() if line.startswith("- ")]

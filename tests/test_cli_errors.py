@@ -36,7 +36,7 @@ def test_a_bad_ollama_host_is_a_bad_setting(host: str, llm: list[str], seeded_se
 def test_an_unknown_rag_llm_is_a_bad_setting(seeded_settings: Any, tmp_path: Path) -> None:
     res = run_rag("ask", Q, cwd=tmp_path, env=_env(seeded_settings, RAG_LLM="bogus"))
     assert res.returncode == 2, res.stderr
-    assert "bad setting: RAG_LLM='bogus': Input should be 'auto', 'ollama' or 'none'" in res.stderr
+    assert "bad setting: RAG_LLM='bogus': Input should be 'auto', 'ollama', 'openai' or 'none'" in res.stderr
     assert not res.stdout
 
 
