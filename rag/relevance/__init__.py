@@ -29,14 +29,11 @@ what is asked rather than the name.
 
 from __future__ import annotations
 
-import json
 import math
 import random
 import re
 import threading
-from collections.abc import Callable
 from dataclasses import dataclass, field
-from importlib import resources
 from pathlib import Path
 from typing import Any
 
@@ -44,7 +41,6 @@ import numpy as np
 
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label, split_sentences
-from rag.errors import RagError
 from rag.judge import Judge
 from rag.relevance import stats as index_stats
 from rag.relevance.features import (
@@ -63,6 +59,8 @@ from rag.relevance.features import (
     terms,
     unknown_share,
 )
+from rag.relevance.fitted import RelevanceParamsError as RelevanceParamsError  # raised by load()
+from rag.relevance.fitted import read_fitted
 from rag.retrieve import PaperHit, Retriever
 from rag.retrieve import metadata as metadata_match
 
@@ -70,10 +68,6 @@ PARAMS_FORMAT = 1
 PROBES = 64  # pseudo-questions a paper's `hub` is measured with
 PROBE_SEED = 7
 MAX_NAME = 30  # longer "names" are sentences (untitled papers' leads), not names
-
-
-class RelevanceParamsError(RagError):
-    """The fitted parameters are missing or unreadable: the installation is broken."""
 
 
 @dataclass(frozen=True)
@@ -86,27 +80,6 @@ class Decision:
     # Answerable only because a model will read the sources (decide(with_model=True)): below
     # the answer bound, above the one below which a question is declined before the call.
     borderline: bool = False
-
-
-def read_fitted(path: Path | None, name: str, what: str, script: str, fmt: int,
-                check: Callable[[dict[str, Any]], Any]) -> Any:
-    """A fitted file of rag/relevance (`name`, or `path`), read and checked by `check`; a file
-    missing, unreadable or corrupt is refused naming it, `what` it holds and the `script`
-    that refits it."""
-    where = str(path) if path else f"rag/relevance/{name}"
-    hint = f"reinstall rag, or refit the file with `python scripts/{script}` (see evals/README.md)"
-    try:
-        text = path.read_text(encoding="utf-8") if path else \
-            resources.files("rag.relevance").joinpath(name).read_text(encoding="utf-8")
-    except OSError as exc:
-        raise RelevanceParamsError(f"{where}: cannot read {what} ({exc.strerror or exc})", hint) from None
-    try:
-        data = json.loads(text)
-        if data.get("format") != fmt:
-            raise ValueError(f"format {data.get('format')!r}, expected {fmt}")
-        return check(data)
-    except (ValueError, KeyError, TypeError, AttributeError) as exc:
-        raise RelevanceParamsError(f"{where}: {what} is corrupt ({exc})", hint) from None
 
 
 def load_params(path: Path | None = None) -> dict[str, Any]:

@@ -212,7 +212,7 @@ def paper_names(paper: Paper) -> list[str]:
 
 def load_model(path: Path | None = None) -> Model:
     """The fitted model (rag/relevance/addresses.json unless `path`), checked."""
-    from rag.relevance import read_fitted
+    from rag.relevance.fitted import read_fitted
 
     def check(data: dict[str, Any]) -> Model:
         model = Model.from_dict(data["model"])
