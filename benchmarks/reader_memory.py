@@ -112,22 +112,22 @@ def bomb(name: str, suffix: str) -> Callable[[Callable[[Path], None]], Callable[
     return register
 
 
-@bomb("PubMed XML: one 200 MB element", ".xml.gz")
-def _pubmed_bomb(path: Path) -> None:
+def _pubmed_abstract(path: Path, filler: tuple[bytes, int]) -> None:
+    """One PubMed article whose abstract is `filler` (a piece and how many times)."""
     _gz_parts(path, [(b'<?xml version="1.0"?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation>'
-                      b"<PMID>1</PMID><Article><Abstract><AbstractText>", 1),
-                     _filler(b"bomb ", 200 * MB),
+                      b"<PMID>1</PMID><Article><Abstract><AbstractText>", 1), filler,
                      (b"</AbstractText></Abstract></Article></MedlineCitation></PubmedArticle>"
                       b"</PubmedArticleSet>\n", 1)])
+
+
+@bomb("PubMed XML: one 200 MB element", ".xml.gz")
+def _pubmed_bomb(path: Path) -> None:
+    _pubmed_abstract(path, _filler(b"bomb ", 200 * MB))
 
 
 @bomb("PubMed XML: 2 million elements in one", ".xml.gz")
 def _pubmed_many(path: Path) -> None:
-    _gz_parts(path, [(b'<?xml version="1.0"?>\n<PubmedArticleSet><PubmedArticle><MedlineCitation>'
-                      b"<PMID>1</PMID><Article><Abstract><AbstractText>", 1),
-                     _filler(b"<i/>", 8 * MB),
-                     (b"</AbstractText></Abstract></Article></MedlineCitation></PubmedArticle>"
-                      b"</PubmedArticleSet>\n", 1)])
+    _pubmed_abstract(path, _filler(b"<i/>", 8 * MB))
 
 
 @bomb("arXiv Atom feed: one 200 MB entry", ".xml.gz")
