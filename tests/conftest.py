@@ -113,3 +113,32 @@ def relay(llama) -> Iterator[object]:  # type: ignore[no-untyped-def]
 
     with OllamaTestServer(models=("smollm2:135m",), relay=llama.url) as server:
         yield server
+
+
+def named_but_missing(text: str, allowed: frozenset[str] = frozenset()) -> list[str]:
+    """The repository paths (`rag/...`, `scripts/...`) and dotted names (`rag.judge.Judge`) a
+    text names that do not exist, except those `allowed`: what a page or the README points a
+    reader to must be there."""
+    import importlib
+    import re
+    from typing import Any
+
+    paths = set(re.findall(r"(?<![\w./-])((?:rag|scripts|benchmarks|tests|evals|prompts|docs|seeds)/[\w./-]*\w)",
+                           text))
+    missing = sorted(p for p in paths - allowed if not (ROOT / p).exists())
+    for dotted in sorted(set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text))):
+        parts = dotted.split(".")
+        obj: Any = None
+        for cut in range(len(parts), 0, -1):
+            try:
+                obj = importlib.import_module(".".join(parts[:cut]))
+                break
+            except ImportError:
+                continue
+        for attr in parts[cut:]:
+            if not hasattr(obj, attr):
+                missing.append(dotted)
+                break
+            obj = getattr(obj, attr)
+    return missing
+

@@ -14,7 +14,7 @@ from typing import Any
 import click
 import pytest
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, named_but_missing
 
 DOCS = ROOT / "docs"
 
@@ -127,23 +127,8 @@ def test_no_work_log_references_in_the_docs() -> None:
 
 def test_files_and_modules_the_docs_name_exist() -> None:
     for name, text in _pages().items():
-        paths = set(re.findall(r"(?<![\w./-])((?:rag|scripts|benchmarks|tests|evals|prompts|docs|seeds)/[\w./-]*\w)",
-                               text))
         # reports: rag eval's output; seeds/FILE: how a question set names a paper
-        missing = sorted(p for p in paths - {"evals/reports", "seeds/FILE"} if not (ROOT / p).exists())
-        assert missing == [], f"docs/{name} names {missing}"
-        for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", text)):
-            parts = dotted.split(".")
-            obj: Any = None
-            for cut in range(len(parts), 0, -1):
-                try:
-                    obj = importlib.import_module(".".join(parts[:cut]))
-                    break
-                except ImportError:
-                    continue
-            for attr in parts[cut:]:
-                assert hasattr(obj, attr), f"docs/{name} names {dotted}, which does not exist"
-                obj = getattr(obj, attr)
+        assert named_but_missing(text, frozenset({"evals/reports", "seeds/FILE"})) == [], f"docs/{name}"
 
 
 def test_the_pictures_are_small_and_the_plot_is_drawn_from_its_data(tmp_path: Path) -> None:

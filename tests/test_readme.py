@@ -13,7 +13,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from tests.conftest import ROOT
+from tests.conftest import ROOT, named_but_missing
 
 README = (ROOT / "README.md").read_text()
 
@@ -68,23 +68,7 @@ def test_help_runs() -> None:
 
 
 def test_files_and_modules_the_readme_names_exist() -> None:
-    import importlib
-
-    paths = set(re.findall(r"(?<![\w./-])((?:rag|scripts|benchmarks|tests|evals|prompts|docs|seeds)/[\w./-]*\w)",
-                           README))
-    missing = sorted(p for p in paths - {"evals/reports"} if not (ROOT / p).exists())  # reports: rag eval's output
-    assert missing == [], missing
-    for dotted in set(re.findall(r"(?<![\w./-])(rag(?:\.[A-Za-z_][A-Za-z0-9_]*)+)", README)):
-        parts = dotted.split(".")
-        for cut in range(len(parts), 0, -1):
-            try:
-                obj: Any = importlib.import_module(".".join(parts[:cut]))
-                break
-            except ImportError:
-                continue
-        for attr in parts[cut:]:
-            assert hasattr(obj, attr), f"the README names {dotted}, which does not exist"
-            obj = getattr(obj, attr)
+    assert named_but_missing(README, frozenset({"evals/reports"})) == []  # reports: rag eval's output
 
 
 def _transcripts(text: str, heading: str) -> list[list[tuple[str, list[str]]]]:
