@@ -14,16 +14,15 @@ from __future__ import annotations
 
 import argparse
 import os
-import socket
 import subprocess
 import sys
 import tempfile
-import time
 from pathlib import Path
 
-import httpx
-
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+from tests.rag_server import RagServer  # noqa: E402
+
 RAG = str(Path(sys.executable).parent / "rag")
 CHROMIUM = "/usr/bin/chromium"
 CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic", "--no-first-run",
@@ -31,33 +30,6 @@ CHROMIUM_ARGS = ["--headless", "--no-sandbox", "--disable-gpu", "--disable-quic"
 ANSWER_Q = "Which systems target long-sequence training?"
 TABLE_Q = "Compare the speedups reported by Skrull, HEAT and FuseFPS"
 MAX_BYTES = 300_000  # what a picture in the repository may weigh
-
-
-def free_port() -> int:
-    with socket.socket() as sock:
-        sock.bind(("127.0.0.1", 0))
-        return int(sock.getsockname()[1])
-
-
-def start_server(home: Path, port: int, log: Path) -> subprocess.Popen[bytes]:
-    env = {**os.environ, "RAG_HOME": str(home), "RAG_SEEDS": str(ROOT / "seeds"), "RAG_LLM": "none",
-           "OLLAMA_HOST": "http://127.0.0.1:9", "NO_COLOR": "1"}
-    subprocess.run([RAG, "-q", "ingest", str(ROOT / "seeds")], cwd=ROOT, env=env, check=True)
-    with log.open("wb") as out:
-        proc = subprocess.Popen([RAG, "serve", "--port", str(port)], cwd=ROOT, env=env,
-                                stdin=subprocess.DEVNULL, stdout=out, stderr=subprocess.STDOUT)
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline:
-        if proc.poll() is not None:
-            raise SystemExit(f"rag serve exited with {proc.returncode}:\n{log.read_text()[-3000:]}")
-        try:
-            if httpx.get(f"http://127.0.0.1:{port}/health", timeout=2).status_code == 200:
-                return proc
-        except httpx.HTTPError:
-            pass
-        time.sleep(0.3)
-    proc.terminate()
-    raise SystemExit(f"rag serve did not come up in 120 s:\n{log.read_text()[-3000:]}")
 
 
 def ask(page: object, question: str) -> None:
@@ -118,17 +90,14 @@ def main() -> None:
         raise SystemExit(f"{CHROMIUM} is not installed: apt-get install chromium")
     args.out.mkdir(parents=True, exist_ok=True)
     with tempfile.TemporaryDirectory(prefix="rag-screenshots-") as tmp:
-        port = free_port()
-        server = start_server(Path(tmp) / ".rag", port, Path(tmp) / "serve.log")
+        home, env = Path(tmp) / ".rag", {"RAG_LLM": "none", "OLLAMA_HOST": "http://127.0.0.1:9", "NO_COLOR": "1"}
+        subprocess.run([RAG, "-q", "ingest", str(ROOT / "seeds")], cwd=ROOT, check=True,
+                       env={**os.environ, "RAG_HOME": str(home), **env})
+        server = RagServer(home, Path(tmp), env).start(timeout=120)  # the browser tests' server
         try:
-            shoot(f"http://127.0.0.1:{port}", args.out.resolve())
+            shoot(server.url, args.out.resolve())
         finally:
-            server.terminate()
-            try:
-                server.wait(timeout=15)
-            except subprocess.TimeoutExpired:
-                server.kill()
-
+            server.stop()
 
 if __name__ == "__main__":
     main()
