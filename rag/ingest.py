@@ -20,7 +20,7 @@ import numpy as np
 from rag.config import Settings
 from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
 from rag.corpus.merge import Merge
-from rag.corpus.reingest import plan, records_in_order
+from rag.corpus.reingest import plan
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
@@ -185,8 +185,8 @@ def ingest(
     for r in results:
         for why, n in r.left_out.items():
             report.left_out[why] = report.left_out.get(why, 0) + n
-    records, deleted = records_in_order(results)
-    if not records and not prune and not deleted:
+    # nothing read: no record and no PubMed deletion (a deletion leaves its PMID or a record)
+    if not prune and not any(r.papers or r.deleted for r in results):
         if report.left_out:
             raise InputError(f"no papers to ingest: left out {report.left_out_text()}",
                              "loosen --category/--since, or point at files with abstracts in them")

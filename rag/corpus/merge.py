@@ -284,11 +284,14 @@ class Merger:
         """The paper's fields are its indexed paper's own file's record, read now."""
         return self._rank.get(id(p), (0, False))[0] > 0
 
-    def stored_match(self, p: Paper) -> tuple[Paper, str, int] | None:
+    def stored_match(self, p: Paper, ks: list[tuple[str, str]] | None = None) -> tuple[Paper, str, int] | None:
         """The indexed paper `p` is a record of (and why), and whether it is that paper's own
         record: 2 where the paper lists `p`'s place as its base's, 1 where `p` is elsewhere in
-        the paper's own file (edited since), 0 where it is another file's record."""
-        found = [(s, _describe(what, value, p)) for what, value in keys(p)
+        the paper's own file (edited since), 0 where it is another file's record. `ks`: keys(p),
+        when the caller has them."""
+        if not self._stored:  # nothing indexed (a first ingest): no key or place can match
+            return None
+        found = [(s, _describe(what, value, p)) for what, value in (keys(p) if ks is None else ks)
                  for s in self._stored.get(f"{what}:{value}", ()) if _matches(what, s, p)]
         for at in _places(p):  # the same record, where the index last read it
             if at in self._places:
@@ -298,8 +301,9 @@ class Merger:
         return next(((s, why, 1) for s, why in found if same_file(s, s.source, p)),
                     (*found[0], 0) if found else None)
 
-    def find(self, p: Paper, anchor: Paper | None = None) -> tuple[Paper, str] | None:
-        for what, value in keys(p):
+    def find(self, p: Paper, anchor: Paper | None = None,
+             ks: list[tuple[str, str]] | None = None) -> tuple[Paper, str] | None:
+        for what, value in keys(p) if ks is None else ks:
             found = self._by_key.get(f"{what}:{value}")
             if found is None or not _matches(what, found, p):
                 continue
@@ -315,10 +319,11 @@ class Merger:
 
     def add(self, p: Paper) -> Paper:
         """Merge `p` into the paper it belongs to (or start one); return that paper."""
-        match = self.stored_match(p)
+        ks = keys(p)  # hashes the abstract: once for both lookups
+        match = self.stored_match(p, ks)
         anchored = (match[0], match[1]) if match else None
         anchor = match[0] if match else None
-        hit = self.find(p, anchor)
+        hit = self.find(p, anchor, ks)
         group = self._anchored.get(anchor.paper_id) if anchor is not None else None
         if anchored and group is not None and (hit is None or hit[0] is not group):
             hit = group, anchored[1]  # one paper for the records of one indexed paper
