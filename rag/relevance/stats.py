@@ -138,22 +138,27 @@ def cached(path: Path, build: Any) -> IndexStats:
     stats: IndexStats = build()
     data = {"format": STATS_FORMAT, **asdict(stats)}
     data.pop("padding")
+    _store(path, lambda out: out.write(json.dumps(data).encode()), "the relevance statistics")
+    return stats
+
+
+def _store(path: Path, write: Any, what: str) -> None:
+    """Write a cache file atomically with `write(binary file)`; a failure is logged, not raised.
+    A name of its own for each writer: concurrent answers (MCP calls, API requests, a second
+    process) each build the cache of a new index version, and with one shared temporary name
+    one writer's replace took the file another was still writing."""
     tmp: Path | None = None
     try:
         path.parent.mkdir(parents=True, exist_ok=True)
-        # A name of its own for each writer: concurrent answers (MCP calls, API requests, a
-        # second process) each build the stats of a new index version, and with one shared
-        # temporary name one writer's replace took the file another was still writing.
         fd, name = tempfile.mkstemp(dir=path.parent, prefix=f".{path.name}.", suffix=".tmp")
         tmp = Path(name)
-        with os.fdopen(fd, "w", encoding="utf-8") as out:
-            out.write(json.dumps(data))
+        with os.fdopen(fd, "wb") as out:
+            write(out)
         os.replace(tmp, path)  # atomic: a reader sees the old file or the whole new one
     except OSError as exc:
-        log.warning("could not cache the relevance statistics: %s", exc)
+        log.warning("could not cache %s: %s", what, exc)
         if tmp is not None:
             tmp.unlink(missing_ok=True)
-    return stats
 
 
 def cached_probes(path: Path, build: Any) -> tuple[list[str], np.ndarray]:
@@ -166,14 +171,8 @@ def cached_probes(path: Path, build: Any) -> tuple[list[str], np.ndarray]:
             return owners, vecs
     except (OSError, ValueError, KeyError):
         pass
-    owners, vecs = build()
-    try:
-        path.parent.mkdir(parents=True, exist_ok=True)
-        tmp = path.with_name(f".{path.name}.{os.getpid()}.tmp.npz")
-        np.savez(tmp, ids=np.array(owners, dtype=str), vecs=vecs)
-        tmp.replace(path)
-    except OSError:
-        pass  # a read-only home: embedded again next time
+    owners, vecs = build()  # a read-only home: embedded again next time
+    _store(path, lambda out: np.savez(out, ids=np.array(owners, dtype=str), vecs=vecs), "the relevance probes")
     return owners, vecs
 
 
