@@ -15,7 +15,7 @@ import re
 from collections.abc import Callable
 from dataclasses import dataclass, field, replace
 
-from rag.corpus.tokens import CHARS_PER_TOKEN, LONG_ABSTRACT, MAX_CHARS_PER_TOKEN
+from rag.corpus.tokens import CHARS_PER_TOKEN, LONG_ABSTRACT, MAX_CHARS_PER_TOKEN, at_most
 from rag.schema import Source
 
 MESSAGE_TOKENS = 8  # a chat template's markers around each message (<|im_start|>role\n ...)
@@ -30,7 +30,7 @@ Messages = list[dict[str, str]]
 
 def estimate(messages: Messages) -> int:
     """Tokens the prompt has at most, estimated from its characters."""
-    return sum(math.ceil(len(m["content"]) / CHARS_PER_TOKEN) + MESSAGE_TOKENS for m in messages)
+    return sum(at_most(m["content"]) + MESSAGE_TOKENS for m in messages)
 
 
 def floor(messages: Messages) -> int:

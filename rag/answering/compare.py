@@ -23,7 +23,7 @@ from rag.answering.names import CorpusNames
 from rag.answering.questions import introduced_names, names_pattern
 from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
 from rag.corpus.paper import Paper
-from rag.judge import Judge, strip_markers
+from rag.judge import Judge, claim_of
 from rag.prompts import Template
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
@@ -252,7 +252,7 @@ def model_table(question: str, sources: list[Source], checker: Checker) -> Table
         cited = {writer_n.get(n) for n in check.citations}
         n = cited.pop() if len(cited) == 1 else None
         if n is not None and n not in lines:
-            text = strip_markers(check.text).lstrip("-*• ").strip()
+            text = claim_of(check.text)
             lines[n] = text.split(":", 1)[1].strip() if ":" in text[:60] else text
     what = aspect(question)
     rows = [Row(s.paper.paper_id, s.name,

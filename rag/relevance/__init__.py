@@ -40,7 +40,7 @@ from typing import Any
 import numpy as np
 
 from rag.corpus.paper import Paper
-from rag.corpus.text import short_label, split_sentences
+from rag.corpus.text import MAX_NAME, short_label, split_sentences
 from rag.judge import Judge
 from rag.relevance import stats as index_stats
 from rag.relevance.features import (
@@ -67,7 +67,6 @@ from rag.retrieve import metadata as metadata_match
 PARAMS_FORMAT = 1
 PROBES = 64  # pseudo-questions a paper's `hub` is measured with
 PROBE_SEED = 7
-MAX_NAME = 30  # longer "names" are sentences (untitled papers' leads), not names
 
 
 @dataclass(frozen=True)

@@ -34,8 +34,8 @@ from typing import TYPE_CHECKING, Any
 import numpy as np
 
 from rag.corpus.paper import Paper
-from rag.corpus.text import short_label
-from rag.judge import content_words, names, numbers, strip_markers
+from rag.corpus.text import MAX_NAME, short_label
+from rag.judge import claim_of, content_words, names, numbers
 from rag.relevance.features import RECORD_ASKS, URL, WANTS_NUMBER, Model, record_fields, terms
 
 if TYPE_CHECKING:
@@ -47,7 +47,6 @@ FEATURES = (
     "number_given", "name_missing", "name_given", "named", "position", "background",
     "names_unsaid", "names_absent", "numbers_absent",
 )
-MAX_NAME = 30  # as rag.relevance.MAX_NAME: a longer "name" is an untitled paper's first words
 
 # "What mAP do ...", "Which GPU model was ...", "What is the largest model size that ...": the
 # words after the question word, up to the verb or preposition that starts what is said of them.
@@ -264,7 +263,7 @@ class AnswerRelevance:
     def plain(sentence: str, paper: Paper) -> str:
         """A unit of an answer as the abstract of `paper` would write it: without its citation
         markers, a list bullet, or the "Skrull: " lead of a quote of a paper it does not name."""
-        return _unled(strip_markers(sentence).lstrip("-*• ").strip(), paper_names(paper))
+        return _unled(claim_of(sentence), paper_names(paper))
 
     def score(self, question: str, sentence: str, papers: list[Paper]) -> float | None:
         """P(the sentence addresses the question), the best over the papers it cites; None
