@@ -29,7 +29,7 @@ from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 
 if TYPE_CHECKING:
-    from rag.retrieve.snapshot import Snapshot
+    pass
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
 MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
@@ -145,12 +145,6 @@ class _Known:
         return name in self.extra or name in self.names
 
 
-def _holding(snap: Snapshot, candidates: list[str]) -> list[Paper]:
-    """The papers whose abstract holds a candidate name at all, in index order: the only ones
-    that can introduce it."""
-    return snap.papers_containing(candidates) if candidates else []
-
-
 def _introducing(candidates: list[str], papers: Iterable[Paper]) -> dict[str, tuple[str, list[Paper]]]:
     """For each name (lower-case) that papers introduce their work by in their abstract ("we
     propose AdaQP"): the name as written, and those papers."""
@@ -173,7 +167,7 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     # said not to be in the index
     candidates = _names_in_runs(question, names.mentioned(question), known, every_run=True)
     snap = retriever.snapshot()
-    introducing = _introducing(candidates, _holding(snap, candidates))
+    introducing = _introducing(candidates, snap.papers_containing(candidates))
     named = sorted([*names.mentioned(question), *introducing], key=lambda n: question.lower().find(n))
     known.extra |= set(introducing)
 

@@ -55,7 +55,7 @@ class ExtractiveWriter:
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
         related = names_related(topic)  # "compare against Megatron-LM": where each names it
-        defining = self.retriever.snapshot().papers_containing(definition_marks(related)) if related else []
+        defining = self.retriever.snapshot().papers_containing(definition_marks(related))
         names_it = name_test(related, [p.abstract for p in defining]
                              ) if related else figure_test(topic)  # "report a 2.5x speedup": where
         lines = []

@@ -15,6 +15,7 @@ so answering imports neither bm25s nor scipy (0.1-0.3 s of a cold `rag ask`).
 
 from __future__ import annotations
 
+import bisect
 import json
 import re
 import sqlite3
@@ -71,11 +72,10 @@ def spans(text: str, longest: int) -> list[str]:
     ends = [i for i in range(1, len(text) + 1) if i == len(text) or edge(text, i)]
     out = []
     for s in starts:
-        for e in ends:
+        for e in ends[bisect.bisect_right(ends, s):]:  # the ends after this start (not all ends)
             if e - s > longest:
                 break
-            if e > s:
-                out.append(text[s:e])
+            out.append(text[s:e])
     return out
 
 
@@ -156,12 +156,15 @@ class Snapshot:
         """The papers whose abstract (`titles`: or title) holds one of these strings, in the
         snapshot's order: the first test of every scan for a figure, name or acronym in the
         abstracts, run over the abstracts' bytes mapped from disk instead of every record."""
+        needles = list(dict.fromkeys(needles))
+        if not needles:  # nothing to look for: nothing mapped, nothing read
+            return []
         import numpy as np
 
         found: set[int] = set()
         for kind in ("abstracts", "titles") if titles else ("abstracts",):
             text, starts = self._texts(kind)
-            for needle in dict.fromkeys(needles):
+            for needle in needles:
                 raw = needle.encode("utf-8")
                 if not raw or b"\0" in raw:
                     return list(self.papers.values())
