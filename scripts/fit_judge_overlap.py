@@ -103,8 +103,8 @@ def scores(rows: list[tuple[bool, bool, float]], cut: float) -> dict[str, Any]:
 def best(sets: list[list[tuple[bool, bool, float]]]) -> float:
     """The cut with the highest mean recall minus false support over `sets` (the lowest of ties)."""
     def gain(cut: float) -> float:
-        return sum((scores(rows, cut)["recall"] or 0) - (scores(rows, cut)["false_support"] or 0)
-                   for rows in sets) / len(sets)
+        got = [scores(rows, cut) for rows in sets]
+        return sum((g["recall"] or 0) - (g["false_support"] or 0) for g in got) / len(sets)
     return max(GRID, key=lambda c: (round(gain(c), 6), -c))
 
 

@@ -31,8 +31,6 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
-import numpy as np
-
 from rag.corpus.paper import Paper
 from rag.corpus.text import MAX_NAME, short_label
 from rag.judge import claim_of, content_words, names, numbers
@@ -279,8 +277,3 @@ class AnswerRelevance:
     def addresses(self, question: str, sentence: str, papers: list[Paper]) -> bool | None:
         p = self.score(question, sentence, papers)
         return None if p is None else p >= self.model.threshold
-
-    def scores(self, question: str, sentences: list[str], paper: Paper) -> np.ndarray | None:
-        """P(addresses) of several sentences of one paper; None when not judged."""
-        rows = self.rows(question, sentences, paper)
-        return None if rows is None else self.model.probabilities(rows)
