@@ -54,10 +54,10 @@ PAGE_HEADERS = {
 def load_pipeline(settings: Settings, say: Any = None, empty_ok: bool = False) -> Pipeline:
     """Open the index (ingesting settings.seeds into an empty default one; `empty_ok`: a named
     one may be new or empty), load the models, warm up."""
-    from rag.embed import preload
+    from rag.embed import preload_for
     from rag.ingest import open_index
 
-    preload(settings.model_cache, settings.embed_threads, precision=settings.embed_precision)
+    preload_for(settings)
     store = open_index(settings, say=say, show_progress=False, empty_ok=empty_ok)
     pipeline = Pipeline(settings, Retriever(settings, store=store))
     pipeline.retriever.snapshot()  # chunk texts and the BM25 index

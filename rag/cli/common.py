@@ -85,9 +85,9 @@ def emit_json(obj: Any) -> None:
 
 def preload_model(settings: Any) -> None:
     """Start loading the embedding model in a thread while the index opens (rag.embed.preload)."""
-    from rag.embed import preload
+    from rag.embed import preload_for
 
-    preload(settings.model_cache, settings.embed_threads, precision=settings.embed_precision)
+    preload_for(settings)
 
 
 def _ensure_index(settings: Any) -> Any:

@@ -226,10 +226,9 @@ class Retriever:
     def embedder(self) -> Embedder:
         """Loaded on first use: listing or showing papers needs no model (~1 s saved)."""
         if self._embedder is None:
-            from rag.embed import get_embedder
+            from rag.embed import model_for
 
-            self._embedder = get_embedder(self.settings.model_cache, self.settings.embed_threads,
-                                          precision=self.settings.embed_precision)
+            self._embedder = model_for(self.settings)
         return self._embedder
 
     def snapshot(self) -> Snapshot:
