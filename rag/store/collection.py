@@ -112,6 +112,8 @@ def _where_in(key: str, values: list[str]) -> dict[str, Any]:
 class Store:
     """One index: a Chroma collection of chunks."""
 
+    _writing = 0  # depth of `writing()`; not reset when `version` opens the store afresh
+
     def __init__(self, settings: Settings, upgrade: bool = False, create: bool = True) -> None:
         """`upgrade`: bring an index of an earlier format up to date (the caller holds the
         ingest lock); without it such an index is an error that says how to upgrade.
@@ -129,7 +131,6 @@ class Store:
             if self.name not in names:
                 raise indexes.missing(settings, self.client, names)
         self._version: tuple[int, float] | None = None
-        self._writing = 0  # inside `writing()`
         self._database = _database_id(settings)  # deleted or replaced under us: see `version`
         try:
             # Abstract sentences with their vectors, embedded at ingest for the judge and the
@@ -202,9 +203,7 @@ class Store:
                 # process's writes (a running server would rank new papers by BM25 alone):
                 # open it afresh, as a new process would.
                 self.close()
-                writing = self._writing
-                self.__init__(self.settings)  # type: ignore[misc]
-                self._writing = writing
+                self.__init__(self.settings)  # type: ignore[misc]  # keeps _writing
             self._version = (version, now)
         return self._version[0]
 
@@ -287,19 +286,21 @@ class Store:
         """The writes within count as one for readers: the version is bumped before the first
         and after the last, not around each (an ingest writes every ~500 texts, and a
         reader that sees the version move reads the index again)."""
-        self._bump()
+        if not self._writing:  # the outermost: a write() inside adds no bump of its own
+            self._bump()
         self._writing += 1
         try:
             yield
         finally:
             self._writing -= 1
-            self._bump()
+            if not self._writing:
+                self._bump()
 
     def write(self, papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]], delete_papers: Iterable[str] = (),
               sentences: Sequence[tuple[str, list[str], np.ndarray]] = (), new: bool = False) -> None:
         """_write, with a failure for want of room on the disk said as such (rag.store.space)."""
         directory = None if self.settings.chroma_url else self.settings.index_dir
-        with space.checked_write(directory, space.write_size(papers, sentences)):
+        with space.checked_write(directory, space.write_size(papers, sentences)), self.writing():
             self._write(papers, delete_papers, sentences, new)
 
     def _write(
@@ -318,8 +319,6 @@ class Store:
         content hash; chunk ids are deterministic (paper_id#n) and upserted, and stale ones
         deleted last.
         """
-        if not self._writing:
-            self._bump()
         # Batched: a few upserts per write, not a round trip per paper (on SciFact's 5,183
         # abstracts the per-paper calls cost more than the HNSW inserts).
         self._put_sentences([(pid, *store_format.sentence_record(pid, sents, vecs))
@@ -352,8 +351,6 @@ class Store:
         for group in _groups(list(delete_papers)):
             self.collection.delete(where=_where_in("paper_id", group))
             self.sentences_collection.delete(ids=group)
-        if not self._writing:
-            self._bump()
 
     def _put_sentences(self, records: list[tuple[str, dict[str, Any], np.ndarray]]) -> None:
         for start in range(0, len(records), _BATCH):
