@@ -165,10 +165,11 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     # "Compare AdaQP and Sylvie": a name an abstract introduces its work by, under a title
     # that gives another ("Adaptive Message Quantization and ..."), names that paper; it was
     # said not to be in the index
-    candidates = _names_in_runs(question, names.mentioned(question), known, every_run=True)
+    mentioned = names.mentioned(question)
+    candidates = _names_in_runs(question, mentioned, known, every_run=True)
     snap = retriever.snapshot()
     introducing = _introducing(candidates, snap.papers_containing(candidates))
-    named = sorted([*names.mentioned(question), *introducing], key=lambda n: question.lower().find(n))
+    named = sorted([*mentioned, *introducing], key=lambda n: question.lower().find(n))
     known.extra |= set(introducing)
 
     def display(name: str) -> str:
