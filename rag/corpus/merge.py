@@ -33,7 +33,15 @@ import unicodedata
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 
-from rag.corpus.paper import Paper, make_paper_id, norm_text, sha, source_files, strip_doi_link
+from rag.corpus.paper import (
+    Paper,
+    location,
+    make_paper_id,
+    norm_text,
+    sha,
+    source_files,
+    strip_doi_link,
+)
 
 PREPRINT_FORMATS = frozenset({"arxiv-snapshot", "arxiv-listing", "arxiv-export", "arxiv-atom"})
 
@@ -232,7 +240,7 @@ Place = tuple[str, str, int, str]  # (where the file is, "line" or "record", num
 def _places(p: Paper) -> list[Place]:
     """Where the record `p` is (its file and its line, and its place among the file's records),
     and which it is."""
-    at, which = p.located.get(p.source) or p.source, abstract_hash(p.abstract)
+    at, which = location(p, p.source), abstract_hash(p.abstract)
     return ([(at, "line", p.line, which)] if p.line else []) + [(at, "record", p.position, which)]
 
 
@@ -242,7 +250,7 @@ def _listed(s: Paper) -> dict[Place, tuple[bool, str]]:
     before entries said which record they were is left out: its record is placed by its keys."""
     out: dict[Place, tuple[bool, str]] = {}
     for i, e in enumerate(entries(s)):
-        at = s.located.get(str(e.get("source"))) or str(e.get("source"))
+        at = location(s, str(e.get("source")))
         which = abstract_hash(s.abstract) if i == 0 else e.get("abstract_hash")
         for kind in ("line", "record"):
             number = e.get(kind)

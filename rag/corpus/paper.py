@@ -110,7 +110,7 @@ def source_files(paper: Paper) -> list[str]:
 def location(paper: Paper, source: str) -> str:
     """Where `source`, one of the paper's files, was when read; as written when not known (an
     index written before rag kept the places, a file that only added to another's paper)."""
-    return paper.located.get(source, source)
+    return paper.located.get(source) or source
 
 
 def venue_text(paper: Paper) -> str:

@@ -180,8 +180,7 @@ def removed(chunk_sources: dict[str, str], stored: dict[str, Paper], papers: lis
         pmid = known.ids.get("pmid") if known is not None else None
         if pid in present:
             if pmid in deleted:
-                said.append(f"PMID {pmid}: {pid} kept, as {', '.join(other_libraries(present[pid]))} "
-                            "also hold(s) it")
+                said.append(_kept(pmid, pid, present[pid]))
             continue
         if known is None:  # no whole record (a write was interrupted): by its chunks' source
             if (source in read.names and not read.partial) or (
@@ -192,10 +191,15 @@ def removed(chunk_sources: dict[str, str], stored: dict[str, Paper], papers: lis
                 out.add(pid)
                 said.append(f"PMID {pmid}: {pid} removed")
             else:
-                said.append(f"PMID {pmid}: {pid} kept, as {', '.join(other_libraries(known))} also hold(s) it")
+                said.append(_kept(pmid, pid, known))
         elif all(read.whole(known, str(e.get("source"))) for e in entries(known)) or gone(known, source):
             out.add(pid)  # a paper merged from several files stays while a file not read now holds it
     return out, sorted(said)  # by PMID, whatever order the index holds them in
+
+
+def _kept(pmid: str, pid: str, paper: Paper) -> str:
+    """What a PubMed deletion did to a paper another library holds too."""
+    return f"PMID {pmid}: {pid} kept, as {', '.join(other_libraries(paper))} also hold(s) it"
 
 
 def records_in_order(results: Sequence[FileResult]) -> tuple[list[Paper], set[str]]:
