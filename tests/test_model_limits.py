@@ -51,6 +51,22 @@ def test_a_model_repeating_itself_is_stopped_and_says_so(seeded_settings: Any,
     assert ollama_server.wait_for_ended_streams(1, 10) and ollama_server.completed_streams == 0
 
 
+def test_rag_eval_counts_a_stopped_loop_as_stopped_not_as_a_runaway(seeded_settings: Any,
+                                                                    ollama_server: OllamaTestServer) -> None:
+    """rag eval's gate is on answers rag failed to stop (past their budget or the deadline); a
+    loop it stopped is what the model did, counted apart (it failed the real-model gate)."""
+    from rag.eval.metrics import model_scores
+
+    ollama_server.token_delay = 0.02
+    looped = answer(seeded_settings, ollama_server, FACT_Q, "Cupcake compresses gradients [1]. " + LOOP * 60)
+    scores = model_scores(looped, 300.0, {})
+    assert scores["runaway_rate"] == 0.0 and scores["stopped_rate"] == 1.0
+    ollama_server.token_delay = 0.0
+    plain = answer(seeded_settings, ollama_server, FACT_Q, "Cupcake compresses gradients [1].")
+    assert model_scores(plain, 300.0, {})["stopped_rate"] == 0.0
+    assert model_scores(plain, 0.0, {})["runaway_rate"] == 1.0  # past a deadline of 0 s
+
+
 def test_a_model_still_writing_at_the_deadline_is_stopped(seeded_settings: Any,
                                                           ollama_server: OllamaTestServer) -> None:
     ollama_server.token_delay = 0.3

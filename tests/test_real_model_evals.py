@@ -33,5 +33,8 @@ def test_a_real_model_passes_the_real_model_evals(seeded_settings: Any, llama: A
     for row in report["questions"]:
         assert row["answerer"].startswith(f"{path}:") or row["answerer"] == "extractive"
         assert row["finish_reason"] in ("stop", "length") and isinstance(row["seconds"], float)
+        assert isinstance(row["incomplete"], bool) and row["incomplete"] == (row["finish_reason"] == "length")
         if row["answerer"] != "extractive" and not row["abstained"]:
             assert row["budget"]["max_tokens"] > 0
+            if row["usage"] is not None:  # the server's counts (none when rag stopped the stream)
+                assert row["usage"]["prompt_tokens"] > 0 and row["usage"]["completion_tokens"] >= 0
