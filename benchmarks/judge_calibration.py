@@ -177,7 +177,7 @@ def main(argv: list[str] | None = None) -> int:
     for t in sorted({THRESHOLD, *(t for t, _ in chosen.values())}):
         res = judge_cases(Judge(embedder, threshold=t, known_names=names), cases, papers)
         s = judge_summary(res)
-        tag = " (rag/judge.py THRESHOLD)" if t == THRESHOLD else ""
+        tag = " (rag/judge/core.py THRESHOLD)" if t == THRESHOLD else ""
         print(f"  threshold {t:.2f}{tag}: precision {s['precision']:.3f} recall {s['recall']:.3f} "
               f"F1 {s['f1']:.3f} accuracy {s['accuracy']:.3f}")
         print("    per kind: " + ", ".join(f"{k} {v['accuracy']:.2f} (n={v['n']})"

@@ -8,6 +8,8 @@ EXIT_ERROR = 1  # unexpected failure
 EXIT_INPUT = 2  # bad input file, bad argument, bad request
 EXIT_INDEX = 3  # index missing, locked, corrupt or incompatible
 EXIT_LLM = 4  # Ollama not running, model missing, timeout, broken stream
+EXIT_EVAL = 5  # `rag eval`: a metric below its threshold
+EXIT_UNSUPPORTED = 6  # `rag check`: a claim or draft sentence its papers do not support
 
 
 class RagError(Exception):

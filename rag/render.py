@@ -37,15 +37,24 @@ def reference_lines(citations: list[dict[str, Any]]) -> list[str]:
 
 
 def notes(result: dict[str, Any]) -> list[str]:
-    """What the reader must know about the answer above: incomplete, unsupported claims,
-    citations removed."""
+    """What the reader must know about the answer above: incomplete, claims contradicted (with
+    the abstract's sentence) or unsupported, citations rag added or removed."""
     out = []
     if result.get("incomplete"):
         out.append(TRUNCATED if result.get("finish_reason") == "length" else INCOMPLETE)
-    unsupported = [s for s in result["sentences"] if not s["supported"]]
+    sentences = result["sentences"]
+    contradicted = [s for s in sentences if s.get("verdict") == "contradicted"]
+    for s in contradicted:
+        out.append(f"[contradicted by its citation: {textwrap.shorten(s['text'], 70)} "
+                   f"The abstract says: \"{textwrap.shorten(s.get('quote') or '', 160)}\"]")
+    unsupported = [s for s in sentences if not s["supported"] and s not in contradicted]
     if unsupported:
         out.append(f"[{len(unsupported)} sentence(s) not supported by their citations: "
                    + "; ".join(textwrap.shorten(s["text"], 70) for s in unsupported) + "]")
+    added = [s for s in sentences if s.get("attributed")]
+    if added:
+        out.append(f"[{len(added)} citation(s) added by rag, where the model cited no source "
+                   "that says it: " + "; ".join(textwrap.shorten(s["text"], 70) for s in added) + "]")
     if result.get("dropped_citations"):
         out.append(f"[{result['dropped_citations']} citation(s) to no source removed]")
     return out

@@ -147,9 +147,19 @@ class SentenceCheck:
     # Does it address what the question asks (rag.relevance.addresses)? None: not judged (a
     # list's item, a header, a question about a record's fields).
     addresses: bool | None = None
+    # "supported", "contradicted" (quote: the sentence that contradicts it) or "not_supported"
+    # (the cited abstracts do not say it, or it cites nothing); defaults to what `supported` says.
+    verdict: str = ""
+    attributed: bool = False  # its citation was added by rag: the writer cited nothing that says it
+
+    def __post_init__(self) -> None:
+        if not self.verdict:
+            self.verdict = "supported" if self.supported else "not_supported"
+        self.supported = self.verdict == "supported"
 
     def to_public(self) -> dict[str, Any]:
         return {"text": self.text, "citations": self.citations, "supported": self.supported,
+                "verdict": self.verdict, "attributed": self.attributed,
                 "support": self.support, "quote": self.quote, "addresses": self.addresses}
 
 

@@ -8,7 +8,12 @@ ranked first for the question (source 1 of its prompt): a (sentence, abstract) p
 judge either way, `cited_by_model` telling which. No judge verdict is written: the sentences are labelled by reading the cited abstracts
 before any judge is scored on them (scripts/judge_real_sentences.py).
 
+With `--backend ollama` the model is reached through the Ollama-protocol test server relaying
+to the same llama.cpp server (tests/ollama_relay.py), as `rag ask --llm ollama` would reach
+Ollama; each row says which backend wrote it, and whether rag added its citation.
+
 Usage: .venv/bin/python scripts/collect_model_sentences.py --home DIR [--out FILE] [--want 240]
+           [--backend openai|ollama] [--seed 47]
 (DIR: a rag home whose default index holds seeds/; it is built there if empty.)
 """
 
@@ -33,6 +38,9 @@ def main() -> int:
     ap.add_argument("--out", type=Path, default=ROOT / "evals/realmodel/sentences.jsonl")
     ap.add_argument("--want", type=int, default=240, help="stop after this many sentences")
     ap.add_argument("--done", nargs="*", default=[], help="question ids to skip when going on")
+    ap.add_argument("--backend", choices=("openai", "ollama"), default="openai")
+    ap.add_argument("--seed", type=int, default=SEED, help="the order the questions are asked in")
+    ap.add_argument("--id-prefix", default="s", help="row ids: PREFIX001, ...")
     ap.add_argument("--shift", type=int, default=0,
                     help="another pass over the questions, each at the next k and temperature")
     args = ap.parse_args()
@@ -47,7 +55,7 @@ def main() -> int:
 
     questions = [q for q in yaml.safe_load((ROOT / "evals/questions.yaml").read_text())
                  if q["kind"] in ("fact", "list")]
-    random.Random(SEED).shuffle(questions)
+    random.Random(args.seed).shuffle(questions)
     # each question once, k and temperature in turn
     runs = [(q, KS[(i + args.shift) % len(KS)],
              TEMPERATURES[(i // len(KS) + args.shift) % len(TEMPERATURES)])
@@ -59,9 +67,15 @@ def main() -> int:
         seen = {(r["sentence"], tuple(c["paper_id"] for c in r["cited"])) for r in rows}
         done = set(args.done) if args.shift else {r["question_id"] for r in rows} | set(args.done)
         runs = [r for r in runs if r[0]["id"] not in done]
-    with LlamaServer(lifetime=12 * 3600) as server:
+    from tests.ollama_server import OllamaTestServer
+
+    with LlamaServer(lifetime=12 * 3600) as server, \
+            OllamaTestServer(models=("smollm2:135m",), relay=server.url) as relay:
         base = Settings(home=args.home, seeds=ROOT / "seeds", llm="openai",
-                        openai_base_url=f"{server.url}/v1", num_predict=128)
+                        openai_base_url=f"{server.url}/v1", num_predict=128) \
+            if args.backend == "openai" else \
+            Settings(home=args.home, seeds=ROOT / "seeds", llm="ollama", ollama_host=relay.url,
+                     model="smollm2:135m", num_predict=128)
         if not (args.home / "chroma").exists():
             ingest([ROOT / "seeds"], base, show_progress=False)
         pipelines = {t: Pipeline(base.model_copy(update={"temperature": t})) for t in TEMPERATURES}
@@ -88,9 +102,11 @@ def main() -> int:
                         continue
                     seen.add(key)
                     rows.append({
-                        "id": f"s{len(rows) + 1:03d}", "question_id": q["id"],
-                        "question": q["question"], "k": k, "temperature": t, "sentence": s.text,
-                        "cited_by_model": bool(s.citations),
+                        "id": f"{args.id_prefix}{len(rows) + 1:03d}", "question_id": q["id"],
+                        "question": q["question"], "backend": args.backend, "k": k,
+                        "temperature": t, "sentence": s.text,
+                        "cited_by_model": bool(s.citations) and not s.attributed,
+                        "attributed": s.attributed,
                         "cited": [{"n": c.n, "paper_id": c.paper.paper_id, "name": c.name,
                                    "header": c.header(), "abstract": c.paper.abstract}
                                   for c in cited]})

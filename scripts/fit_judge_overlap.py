@@ -1,4 +1,4 @@
-"""Fit the judge's MIN_OVERLAP (rag/judge.py): the share of a claim's content words its cited
+"""Fit the judge's MIN_OVERLAP (rag/judge/core.py): the share of a claim's content words its cited
 record must have.
 
 The sets: evals/judge_cases.jsonl (sentences written by hand against seeds/ abstracts: quotes,

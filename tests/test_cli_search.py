@@ -130,6 +130,6 @@ def test_papers_show(project) -> None:  # type: ignore[no-untyped-def]
 def test_papers_show_unknown_id_exits_2_with_a_hint(project) -> None:  # type: ignore[no-untyped-def]
     proc = rag(project, "papers", "show", "9999.99999")
     assert proc.returncode == 2
-    assert "no paper with id, arXiv id, DOI or PMID '9999.99999'" in proc.stderr
+    assert "no paper with id, citation key, arXiv id, DOI or PMID '9999.99999'" in proc.stderr
     assert "hint:" in proc.stderr and "rag papers" in proc.stderr
     assert proc.stdout == ""

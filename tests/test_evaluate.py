@@ -107,12 +107,11 @@ def test_recorded_faithful_answers_pass(seeded_settings: Any, ollama_server: Any
     assert m["faithfulness"]["value"] == 1.0 and m["citation_validity"]["value"] == 1.0
     assert m["fact_recall"]["value"] == 1.0 and m["abstention_accuracy"]["value"] == 1.0
     assert all(r["answerer"].startswith("ollama:") for r in report["questions"] if not r["abstained"])
-    # One unanswerable question is declined before any model call (the relevance model); the
-    # borderline near miss reaches the model, which declines it.
+    # Both unanswerable questions reach the model (nothing is declined before it has read the
+    # sources), which declines them.
     declined = {r["id"]: r for r in report["questions"] if r["abstained"]}
     assert set(declined) == {"unanswerable-skrull-license", "unanswerable-fha-kitchens-license"}
-    assert declined["unanswerable-skrull-license"]["answerer"] == "extractive"
-    assert declined["unanswerable-fha-kitchens-license"]["answerer"].startswith("ollama:")
+    assert all(r["answerer"].startswith("ollama:") for r in declined.values())
 
 
 @pytest.mark.filterwarnings("ignore::ResourceWarning")  # see collect_model_clients

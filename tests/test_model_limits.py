@@ -154,8 +154,11 @@ def test_strict_says_what_it_left_out(seeded_settings: Any, ollama_server: Ollam
     assert ans.abstained
     said = [n for n in ans.notices if n.startswith("--strict left out 1 sentence")]
     assert said and "nothing supported was left" in said[0], ans.notices
+    # without --strict it is shown, marked, and the answer with nothing supported is declined
     ans = answer(seeded_settings, ollama_server, FACT_Q, reply)
-    assert not any("--strict" in n for n in ans.notices) and not ans.abstained
+    assert not any("--strict" in n for n in ans.notices) and ans.abstained
+    assert ans.sentences and not ans.sentences[0].supported and ans.nearest
+    assert any(n.startswith("none of the model's 1 sentence(s) is supported") for n in ans.notices)
 
 
 def test_the_model_judge_is_asked_each_pair_once_and_never_about_an_empty_claim(

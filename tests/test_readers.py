@@ -644,7 +644,7 @@ def test_a_zotero_csl_json_export_is_read(tmp_path: Path) -> None:
         2024, "2024-04-22", "10.1145/3627703.3629585",
         "Proceedings of the Nineteenth European Conference on Computer Systems", None, 2)
     assert (flex.paper_id, flex.arxiv_id, flex.authors, flex.venue) == ("2305.12345", "2305.12345", ["Google Research"], None)
-    assert (who.year, who.venue_kind, who.ids, who.authors) == (None, "journal", {"pmid": "31452104"},
+    assert (who.year, who.venue_kind, who.ids, who.authors) == (None, "journal", {"pmid": "31452104", "key": "WHO"},
                                                                  ["Martin Luther King Jr."])
     assert json.loads(export([who], "csl-json"))[0]["author"] == [
         {"family": "King", "given": "Martin Luther", "suffix": "Jr."}]

@@ -96,6 +96,7 @@ def test_sse_sentence_events_are_the_final_answer(seeded_settings) -> None:  # t
             final = [d for k, d in events if k == "final"][0]
             sentences = [d for k, d in events if k == "sentence"]
             assert "".join(d["delta"] for d in sentences) == final["answer"]
-            claims = [{k: d[k] for k in ("text", "citations", "supported", "support", "quote", "addresses")}
+            claims = [{k: d[k] for k in ("text", "citations", "supported", "verdict", "attributed",
+                                         "support", "quote", "addresses")}
                       for d in sentences if not d["meta"]]
             assert claims == final["sentences"]

@@ -24,9 +24,10 @@ from rag.answering.citations import (
     renumber,
 )
 from rag.corpus.text import sentence_pieces
-from rag.judge import Judge
+from rag.judge import Judge, Support, claim_of, strip_markers
 from rag.prompts import NO_ANSWER
 from rag.schema import SentenceCheck, SentenceEvent, Source
+from rag.verify import NOT_SUPPORTED
 
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
@@ -98,7 +99,8 @@ class Checker:
 
     def __init__(self, sources: list[Source], judge: Judge, strict: bool,
                  prelude: list[str] | None = None,
-                 addresses: Callable[[str, list[Source]], bool | None] | None = None) -> None:
+                 addresses: Callable[[str, list[Source]], bool | None] | None = None,
+                 verified: bool = False) -> None:
         self.by_n = {s.n: s for s in sources}
         self.addresses = addresses  # does a unit address the question (None: not judged)
         self.judge = judge
@@ -114,6 +116,8 @@ class Checker:
         self.strict_dropped = 0  # units --strict left out: unsupported
         self.repeated = 0  # units left out: the same as one shown before
         self.empty = 0  # units left out: markers and no words
+        self.attributed = 0  # units whose citation rag added (the writer's did not support them)
+        self.verified = verified  # a model writes: an answer with nothing supported is an abstention
         self._seen: set[str] = set()
         self._pending = ""
         self._line_open = False  # the pending text continues a line already begun
@@ -156,7 +160,18 @@ class Checker:
 
     @property
     def abstained(self) -> bool:
-        return self.claims == 0
+        """Nothing was claimed; or, for a model's answer (`verified`), nothing it claimed is
+        supported by its sources."""
+        return self.claims == 0 or (self.verified and not any(c.supported for c in self.checks))
+
+    def nothing_supported(self) -> str | None:
+        """The notice for a model's answer that claims things and none of them supported."""
+        if not self.verified or not self.claims or any(c.supported for c in self.checks):
+            return None
+        contradicted = sum(c.verdict == "contradicted" for c in self.checks)
+        said = f"; {contradicted} contradicted by the abstract cited" if contradicted else ""
+        return (f"none of the model's {self.claims} sentence(s) is supported by the abstracts"
+                f"{said}: the abstracts may not answer this (the closest passages are listed)")
 
     def cited(self) -> set[int]:
         """The writer's numbers of the sources cited so far."""
@@ -238,6 +253,9 @@ class Checker:
         cited = [self.by_n[n] for n in numbers_in(text) if n in self.by_n]
         started = time.perf_counter()
         support = self.judge.check(text, [(s.header(), s.paper.abstract) for s in cited])
+        attributed = False
+        if support.verdict == NOT_SUPPORTED and (found := self._attribute(text, cited)):
+            text, support, cited, attributed = *found, True
         self.judge_ms += (time.perf_counter() - started) * 1000
         if self.strict and not support.supported:
             self.strict_dropped += 1
@@ -246,7 +264,9 @@ class Checker:
             self.order.setdefault(n, len(self.order) + 1)
         text = renumber(text, self.order)
         check = SentenceCheck(text, numbers_in(text), support.supported, support.score,
-                              support.quote, support.reasons)
+                              support.quote, support.reasons, verdict=support.verdict,
+                              attributed=attributed)
+        self.attributed += attributed
         if self.addresses and cited:
             check.addresses = self.addresses(text, cited)
         self.checks.append(check)
@@ -255,6 +275,21 @@ class Checker:
         out = [ev for p in self._prelude for ev in self._emit(p, meta=True)]
         self._prelude = []
         return out + self._emit(_Piece(text, piece.bullet, piece.newline), check=check)
+
+    def _attribute(self, text: str, cited: list[Source]) -> tuple[str, Support, list[Source]] | None:
+        """A sentence its citations do not support (or that cites nothing), checked against the
+        other sources the writer was given: the one that supports it best becomes its only
+        citation, marked as added by rag. None when none does: it stays not supported."""
+        others = [s for s in self.by_n.values() if s not in cited]
+        if not others or not claim_of(text):
+            return None
+        found = self.judge.check(text, [(s.header(), s.paper.abstract) for s in others])
+        if not found.supported or found.source is None:
+            return None
+        source = others[found.source]
+        body = strip_markers(text)
+        end = len(body.rstrip(".!?;:"))
+        return f"{body[:end]} [{source.n}]{body[end:]}", found, [source]
 
     def _heading(self, piece: _Piece) -> list[SentenceEvent]:
         """A line that introduces claims and states none: shown, not judged."""

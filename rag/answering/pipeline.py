@@ -1,8 +1,6 @@
 """The one pipeline behind `rag ask`, `rag chat`, the HTTP API and the evals; it only
-orchestrates the stages:
-
-question -> (condense a follow-up) -> choose sources -> write (Ollama, or offline from the
-abstracts) -> check each unit (normalise, renumber, judge) -> Answer.
+orchestrates the stages: question -> (condense a follow-up) -> choose sources -> write (a
+model, or offline from the abstracts) -> check each unit (normalise, renumber, judge) -> Answer.
 
 `stream()` yields the typed events of rag.schema as it goes; `answer()` drains it.
 """
@@ -185,7 +183,8 @@ class Pipeline:
             if chosen.list_question and sources and not comparing else []
         # A comparison's model lines are checked but not shown as they come: the table is.
         checker = Checker(sources, judge, opts.strict and not comparing, prelude=header,
-                          addresses=None if chosen.list_question or comparing else self._addresses(standalone))
+                          addresses=None if chosen.list_question or comparing else self._addresses(standalone),
+                          verified=client is not None)
 
         t1 = time.perf_counter()
         table = None
@@ -218,7 +217,7 @@ class Pipeline:
             except LLMError as exc:  # not running, no model, a timeout, a reply not the server's
                 if mode in ("ollama", "openai"):
                     raise
-                run.answerer = "extractive"
+                run.answerer, checker.verified = "extractive", False
                 yield run.notice(f"{exc.message}; answering offline from the abstracts "
                                  f"(to use a model: {exc.hint})")
                 client = None
@@ -235,7 +234,7 @@ class Pipeline:
                     if sources and not chosen.borderline else NO_ANSWER
                 yield from checker.feed(text)
             yield from checker.flush()
-            if client is not None and (off := checker.not_addressing()):
+            if client is not None and (off := checker.nothing_supported() or checker.not_addressing()):
                 yield run.notice(off)
         yield from self._left_out(checker, run)
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms

@@ -88,6 +88,11 @@ class SentencePublic(_Public):
     text: str
     citations: list[int]
     supported: bool = Field(description="Whether the cited abstracts support the sentence.")
+    verdict: Literal["supported", "contradicted", "not_supported"] = Field(
+        description="supported; contradicted (quote: the abstract's sentence that contradicts it); "
+                    "not_supported (the cited abstracts do not say it).")
+    attributed: bool = Field(False, description="Its citation was added by rag: the model cited no "
+                             "source that says it, and this one does.")
     support: float
     quote: str
     addresses: bool | None = Field(None, description="Whether the sentence addresses what was asked "

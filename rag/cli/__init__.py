@@ -2,7 +2,7 @@
 
 Answers and results go to stdout; progress, notices and errors to stderr.
 Exit codes: 0 ok, 1 unexpected error, 2 bad input, 3 index problem, 4 LLM problem,
-5 eval below threshold.
+5 eval below threshold, 6 `rag check` found a claim its papers do not support.
 """
 
 from __future__ import annotations
@@ -17,6 +17,7 @@ from typing import Any
 import click
 
 from rag import __version__
+from rag.cli.check import check
 from rag.cli.common import (
     F,
     _ensure_index,
@@ -145,6 +146,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
 
 cli.add_command(papers)
 cli.add_command(mcp_command)
+cli.add_command(check)
 
 
 def _debug() -> bool:

@@ -85,13 +85,17 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
 @index_option
 @click.pass_context
 def papers_show(ctx: click.Context, paper_id: str, as_json: bool, index: str | None) -> None:
-    """Show one paper (by its id, arXiv id, DOI or PMID) with all its fields."""
+    """Show one paper (by its id, citation key, arXiv id, DOI or PMID) with all its fields."""
     from rag.retrieve.metadata import find_paper
 
     retriever = _ensure_index(_settings(index or ctx.obj.get("index")))
     paper = find_paper(retriever.snapshot(), paper_id)
+    if paper is None:  # a citation key, as an export from this index writes it
+        from rag.export.keys import keyed
+
+        paper = keyed(retriever.snapshot().papers.values()).get(paper_id)
     if paper is None:
-        raise InputError(f"no paper with id, arXiv id, DOI or PMID {paper_id!r} in the index",
+        raise InputError(f"no paper with id, citation key, arXiv id, DOI or PMID {paper_id!r} in the index",
                          "list ids with `rag papers`")
     if as_json:
         emit_json(paper.to_dict())

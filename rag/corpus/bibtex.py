@@ -196,6 +196,7 @@ def _entry_paper(entry: Any, path: str) -> Paper | None:
         year=int(year.group(1)) if year else None, date=date, doi=doi, journal_ref=journal_ref,
         categories=[primary] if primary else [], line=entry.start_line + 1,
     )
+    paper.ids = {"key": entry.key}  # the citation key: `rag check` drafts and `rag papers show KEY`
     return exported_id(paper, fields.get("rag-id"))
 
 

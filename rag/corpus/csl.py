@@ -117,6 +117,8 @@ def item_paper(item: dict[str, Any], source: str, line: int) -> Paper | None:
                    journal_ref=journal_ref, year=year, date=date, doi=_text(item, "DOI") or None, line=line)  # checked by read_file
     pmid = _text(item, "PMID")
     paper.ids = {"pmid": pmid} if pmid.isdigit() else {}
+    if isinstance(item.get("id"), str) and item["id"].strip():
+        paper.ids["key"] = item["id"].strip()  # the citation key (Zotero's, Better BibTeX's)
     return exported_id(paper, _text(custom, "rag-id"))
 
 

@@ -88,6 +88,8 @@ def _record_paper(record: dict[str, Any], path: str, line: int) -> Paper | None:
                    venue_kind="journal" if journal else None, journal_ref=journal_ref,
                    year=int(year.group(1)) if year else None, date="-".join(date.groups()) if date else None,
                    doi=_first(record, "doi") or None, line=line)  # the DOI and date are checked by read_file
+    if key := _first(record, "id"):
+        paper.ids["key"] = key  # the record's `ID` tag: its citation key in the reference manager
     return exported_id(paper, _labelled_note(record, RAG_ID_NOTE))
 
 

@@ -264,9 +264,30 @@ _GLUED = _ABBREV + r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])"
 _SENTENCE_END = re.compile(_ABBREV + r"(?<=[.!?])" + _INITIALS_RUN + r"\s+(?=[A-Z0-9\"“(])|" + _GLUED)
 
 
+# A middle initial after a capitalised name ("Edward J. Hu"): no end there either. Python's
+# look-behinds are of fixed width, so the pieces are joined after the split.
+# The next word must read as a surname, not as a sentence's first word ("Arm A. In arm B").
+_MIDDLE_INITIAL = re.compile(r"(?:^|\s)[A-Z][a-z]+\s[A-Z]\.\s*$")
+_NAME_NEXT = re.compile(r"\s*([A-Z][a-z]+)")
+_SENTENCE_STARTS = frozenset(
+    ["a", "an", "the", "in", "on", "at", "of", "for", "to", "from", "by", "with", "as", "we", "our", "this", "these", "those", "it", "its", "they", "their", "there", "here", "however", "but", "and", "or", "in", "to", "when", "while", "after", "before", "since", "if", "although", "thus", "hence", "then", "compared", "all", "each", "both", "most", "some", "such", "no", "not", "one", "two", "three"])
+
+
+def _names_joined(pieces: list[str]) -> list[str]:
+    out: list[str] = []
+    for piece in pieces:
+        nxt = _NAME_NEXT.match(piece)
+        if out and nxt and _MIDDLE_INITIAL.search(out[-1]) and nxt.group(1).lower() not in _SENTENCE_STARTS:
+            out[-1] += piece if out[-1].endswith((" ", "\n")) or piece.startswith(" ") else " " + piece
+        else:
+            out.append(piece)
+    return out
+
+
 def split_sentences(text: str) -> list[str]:
-    """Sentences of an abstract or answer; keeps 3.76, e.g., et al. and "Oct. 2022" intact."""
-    return [s.strip() for s in _SENTENCE_END.split(text.strip()) if s.strip()]
+    """Sentences of an abstract or answer; keeps 3.76, e.g., et al., "Oct. 2022" and "Edward
+    J. Hu" intact."""
+    return [s.strip() for s in _names_joined(_SENTENCE_END.split(text.strip())) if s.strip()]
 
 
 def sentence_pieces(text: str) -> list[str]:
@@ -278,7 +299,7 @@ def sentence_pieces(text: str) -> list[str]:
         pieces.append(text[at : m.end()])
         at = m.end()
     pieces.append(text[at:])
-    return [piece for piece in pieces if piece]
+    return _names_joined([piece for piece in pieces if piece])
 
 
 MAX_NAME = 30  # longer short labels are sentences (untitled papers' leads), not names

@@ -142,6 +142,8 @@ class Embedder:
             prepare(cache_dir)
         onnx_file = onnx_path(cache_dir, precision)
         self.precision = precision
+        self.cache_dir = cache_dir  # the tokenizer copy there serves the claim verifier too
+        self.threads = threads
         # No padding here: embed() sorts texts by token count and pads each batch itself to
         # its longest text (sorting by characters left 26% of the positions the model
         # computed on seeds/ as padding, this leaves 9%).

@@ -22,6 +22,10 @@ METRICS: dict[str, str] = {
     # rag stopped a model repeating itself (what the model did, not a failure of rag's).
     "runaway_rate": "max", "prompt_over_budget_rate": "max", "unsupported_shown_rate": "max",
     "stopped_rate": "max",
+    # With a model: the share of an answer's claim sentences whose citation rag added (the
+    # model cited none that says it); the share of answerable questions the model was asked
+    # (not declined before it read the sources).
+    "attributed_rate": "min", "model_asked_rate": "min",
 }
 _GROUP = re.compile(r"\[(\s*\d+(?:\s*,\s*\d+)*\s*)\]")
 _DASHES = str.maketrans({c: "-" for c in "\u2010\u2011\u2012\u2013\u2014\u2212"} | {"\u00d7": "x"})
@@ -127,7 +131,8 @@ def label_key(sentence: str) -> str:
 
 def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
                  checker: Any, *, timeout: float = math.inf,
-                 labels: dict[tuple[str, str], bool] | None = None) -> dict[str, Any]:
+                 labels: dict[tuple[str, str], bool] | None = None,
+                 with_model: bool = False) -> dict[str, Any]:
     relevant = {refs[r] for r in q.papers}
     cited = [s.paper.paper_id for s in ans.sources]
     m: dict[str, Any] = dict.fromkeys(METRICS)
@@ -147,6 +152,10 @@ def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
         m["list_completeness"] = len(set(credited(ans)) & relevant) / len(relevant)
         m["list_precision"] = len(set(cited) & relevant) / len(cited) if cited else None
     m.update(model_scores(ans, timeout, labels or {}))
+    if with_model and ans.sentences:
+        m["attributed_rate"] = sum(bool(getattr(s, "attributed", False)) for s in ans.sentences) / len(ans.sentences)
+    if with_model and q.kind != "unanswerable":
+        m["model_asked_rate"] = float(ans.budget is not None)
     if q.kind == "unanswerable":
         m["abstention_accuracy"] = float(ans.abstained)
     else:
@@ -159,6 +168,7 @@ def score_answer(q: Question, ans: Any, ranked: list[str], refs: dict[str, str],
         "dropped_citations": ans.dropped_citations,
         "missing_facts": [f for f in q.facts if not fact_found(f, ans.answer)],
         "sentences": [{"text": s.text, "citations": s.citations, "supported": s.supported,
+                       "verdict": s.verdict, "attributed": s.attributed,
                        "support": s.support, "reasons": s.reasons} for s in ans.sentences],
         "metrics": m, "ms": round(ans.timings_ms.get("total", 0.0), 1),
         "finish_reason": ans.finish_reason, "incomplete": ans.incomplete, "usage": ans.usage,

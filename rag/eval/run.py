@@ -106,7 +106,8 @@ def run_set(pipeline: Any, questions: list[Question], refs: dict[str, str], *, l
             history += [{"role": "user", "content": turn},
                         {"role": "assistant", "content": ans.answer}]
         ranked = [h.paper.paper_id for h in pipeline.retriever.search(ans.standalone_question, 50)]
-        rows.append(score_answer(q, ans, ranked, refs, checker, labels=labels, timeout=timeout))
+        rows.append(score_answer(q, ans, ranked, refs, checker, labels=labels, timeout=timeout,
+                                 with_model=llm in ("ollama", "openai")))
         if progress:
             progress(f"[{i}/{len(questions)}] {q.id}")
     return rows

@@ -51,6 +51,18 @@ def _base_key(p: Paper) -> str:
     return key or "paper"
 
 
+def keyed(papers: Iterable[Paper]) -> dict[str, Paper]:
+    """Citation key -> paper, for every key an export from these papers gives (and the keys
+    their libraries gave them)."""
+    every = list(papers)
+    by_id = {p.paper_id: p for p in every}
+    out = {key: by_id[pid] for pid, key in cite_keys(every).items()}
+    for p in every:
+        if p.ids.get("key"):
+            out.setdefault(p.ids["key"], p)
+    return out
+
+
 def _suffix(i: int) -> str:
     """a, b, ..., z, aa, ab, ...: the letters BibTeX users expect after a clashing key."""
     out = ""

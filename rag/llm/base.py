@@ -138,18 +138,44 @@ class ThinkFilter:
             out.append(kind(text))
 
 
+MAX_TOKENS = 10**9  # no server reads or writes more tokens for one answer
+MAX_CONTEXT = 1 << 24  # 16M tokens: no model's context is longer; a larger figure is no length
+
+
+def token_count(value: Any, host: str, name: str) -> int | None:
+    """A count of tokens a server sent (`usage.prompt_tokens`, `prompt_eval_count`), checked:
+    a whole number from 0 to 10^9, or None when absent; anything else is an error naming the
+    server and the field (never NaN in rag's JSON, nor "the server read -5 tokens")."""
+    if value is None:
+        return None
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 <= value <= MAX_TOKENS:
+        raise LLMError(f"the server at {host} sent `{name}` = {excerpt(repr(value), 40)}, not a token "
+                       f"count (0 to {MAX_TOKENS})", "check the server's version and log")
+    return value
+
+
+def context_length(value: Any) -> int | None:
+    """A model's context length as a server lists it, or None when it is no such length
+    (not a whole number, `true`, under 1, over 16M tokens): rag then keeps RAG_NUM_CTX."""
+    if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT:
+        return None
+    return value
+
+
 def is_html(reply: str) -> bool:
     return re.match(r"\s*<(!doctype|html|head|body)\b", reply, re.I) is not None
 
 
 def excerpt(reply: str, limit: int = 200) -> str:
     """A server's reply as an error message quotes it: on one line, at most `limit`
-    characters, and an HTML page by its title (or its text), never its markup."""
+    characters, no control characters, and an HTML page by its title (or its text), never its
+    markup."""
     if is_html(reply):
         title = re.search(r"<title[^>]*>(.*?)</title>", reply, re.I | re.S)
         words = " ".join(re.sub(r"<[^>]*>", " ", title.group(1) if title else reply).split())
         reply = f'an HTML page ("{words}")' if words else "an HTML page"
-    reply = " ".join(reply.split())
+    # Control characters (terminal escape codes, NUL) never reach the user's terminal.
+    reply = " ".join("".join(c if c.isprintable() else " " for c in reply).split())
     return reply if len(reply) <= limit else reply[: limit - 1] + "…"
 
 

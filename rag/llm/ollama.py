@@ -23,9 +23,11 @@ from rag.llm.base import (
     ThinkFilter,
     Thinking,
     Token,
+    context_length,
     excerpt,
     is_html,
     opens_think_in_prompt,
+    token_count,
 )
 
 log = logging.getLogger(__name__)
@@ -156,8 +158,8 @@ class Ollama:
     def _show(self) -> Any:
         """Read the model's template and context length (/api/show); the reply."""
         info = self.client.show(self.model)
-        lengths = [v for k, v in (getattr(info, "modelinfo", None) or {}).items()
-                   if k.endswith(".context_length") and isinstance(v, int)]
+        lengths = [n for k, v in (getattr(info, "modelinfo", None) or {}).items()
+                   if k.endswith(".context_length") and (n := context_length(v)) is not None]
         with self._lock:
             self._template = str(getattr(info, "template", "") or "")
             self._trained_ctx = min(lengths) if lengths else None
@@ -229,7 +231,9 @@ class Ollama:
                     yield item
                 if part.done:
                     done = True
-                    yield StreamEnd(part.done_reason, part.prompt_eval_count, part.eval_count)
+                    yield StreamEnd(part.done_reason,
+                                    token_count(part.prompt_eval_count, self.host, "prompt_eval_count"),
+                                    token_count(part.eval_count, self.host, "eval_count"))
         except Exception as exc:
             mapped = self._map(exc)
             if got:  # something arrived: keep it, report the break

@@ -18,7 +18,17 @@ from typing import Any
 import httpx
 
 from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
-from rag.llm.base import StreamBroken, StreamEnd, ThinkFilter, Thinking, Token, excerpt, is_html
+from rag.llm.base import (
+    StreamBroken,
+    StreamEnd,
+    ThinkFilter,
+    Thinking,
+    Token,
+    context_length,
+    excerpt,
+    is_html,
+    token_count,
+)
 
 log = logging.getLogger(__name__)
 
@@ -155,10 +165,11 @@ class OpenAICompatible:
         except LLMError:
             return self.num_ctx
         entry = next((m for m in models if m["id"] == self._model), models[0] if models else {})
-        for where in (entry, entry.get("meta") or {}):
+        meta = entry.get("meta") if isinstance(entry, dict) else None
+        for where in (entry if isinstance(entry, dict) else {}, meta if isinstance(meta, dict) else {}):
             for key in _CONTEXT_KEYS:
-                if isinstance(where.get(key), int) and where[key] > 0:
-                    return int(where[key])
+                if (n := context_length(where.get(key))) is not None:
+                    return n
         return self.num_ctx
 
     # -- answers ------------------------------------------------------------------------------
@@ -186,6 +197,10 @@ class OpenAICompatible:
                 if reply.status_code >= 400:
                     reply.read()
                     reply.raise_for_status()
+                if reply.is_redirect:  # never followed: an answer is not an abstention's silence
+                    raise LLMError(f"the server at {self.host} redirected the request (HTTP "
+                                   f"{reply.status_code} to {excerpt(reply.headers.get('location', '?'), 120)})",
+                                   "set RAG_OPENAI_BASE_URL to the address the server answers at")
                 # Server-sent events, one JSON object per "data:" line; "[DONE]" ends them.
                 for line in reply.iter_lines():
                     if not line.startswith("data:"):
@@ -198,7 +213,7 @@ class OpenAICompatible:
                     if event.get("error"):
                         raise LLMError(f"the server at {self.host} reported an error: "
                                        f"{excerpt(json.dumps(event['error']))}", "check the server's log")
-                    usage = event.get("usage") or usage
+                    usage = _usage(event.get("usage"), self.host) or usage
                     for choice in event.get("choices") or []:
                         delta = choice.get("delta") or {}
                         items: list[Token | Thinking] = []
@@ -218,6 +233,9 @@ class OpenAICompatible:
                                    "check the server's log") from exc
             raise self._map(exc) from exc
         if not done and reason is None:
+            if not got:  # nothing at all: an error, never the empty answer of an abstention
+                raise LLMError(f"the server at {self.host} sent no answer (an empty or "
+                               "unreadable body, no end-of-answer message)", "check the server's log")
             raise StreamBroken("".join(got), "no end-of-answer message", self.host,
                                "check the server's log")
         for item in filt.flush():
@@ -240,6 +258,18 @@ class OpenAICompatible:
         filt = ThinkFilter()
         items = filt.feed(str(content)) + filt.flush()
         return "".join(i.text for i in items if isinstance(i, Token))
+
+
+def _usage(value: Any, host: str) -> dict[str, int]:
+    """The stream's token counts, checked (rag.llm.base.token_count)."""
+    if value is None:
+        return {}
+    if not isinstance(value, dict):
+        raise LLMError(f"the server at {host} sent `usage` as {type(value).__name__}, not an object",
+                       "check the server's version and log")
+    counts = {key: token_count(value.get(key), host, f"usage.{key}")
+              for key in ("prompt_tokens", "completion_tokens")}
+    return {k: v for k, v in counts.items() if v is not None}
 
 
 def _error_text(reply: str) -> str:

@@ -72,6 +72,11 @@ class Verdict(BaseModel):
     text: str
     citations: list[int] = Field(description="The [n] sources the sentence cites.")
     supported: bool = Field(description="Whether the cited abstracts support the sentence.")
+    verdict: str = Field("", description="supported, contradicted (quote: the abstract's sentence "
+                         "that contradicts it) or not_supported (the cited abstracts do not say it).")
+    attributed: bool = Field(False, description="Its citation was added by rag (the model cited no "
+                             "source that says it).")
+    quote: str = Field("", description="The abstract's sentence that decided the verdict.")
     support: float = Field(description="The support judge's score.")
     addresses: bool | None = Field(None, description="Whether the sentence addresses what was asked "
                                    "(null: not judged).")
@@ -204,7 +209,10 @@ def text_of(result: BaseModel) -> str:
         return "\n".join(lines or ["No papers match."]) + (f"\n[{result.hint}]" if result.hint else "")
     if isinstance(result, AskResult):
         parts = [result.answer]
-        unsupported = [s.text for s in result.sentences if not s.supported]
+        for s in result.sentences:
+            if s.verdict == "contradicted":
+                parts.append(f"Contradicted by its citation: {s.text} (the abstract says: {s.quote})")
+        unsupported = [s.text for s in result.sentences if not s.supported and s.verdict != "contradicted"]
         if unsupported:
             parts.append("Not supported by their citations: " + " | ".join(unsupported))
         if result.declined and result.nearest:

@@ -185,7 +185,7 @@ class RagTools:
             question=answer.question, answer=answer.answer, declined=answer.abstained,
             answerer=answer.answerer, notices=answer.notices,
             references=[Reference(n=s.n, **PaperRef.of(s.paper).model_dump()) for s in answer.sources],
-            sentences=[Verdict(**{k: s[k] for k in ("text", "citations", "supported", "support", "addresses")})
+            sentences=[Verdict(**{k: s[k] for k in ("text", "citations", "supported", "verdict", "attributed", "quote", "support", "addresses")})
                        for s in public["sentences"]],
             nearest=[Evidence(**{k: d.get(k) for k in ("paper_id", "label", "title", "quote", "score")})
                      for d in public["nearest"]])

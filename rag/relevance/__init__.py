@@ -77,7 +77,7 @@ class Decision:
     scores: dict[str, float] = field(default_factory=dict)
     named: list[str] = field(default_factory=list)
     # Answerable only because a model will read the sources (decide(with_model=True)): below
-    # the answer bound, above the one below which a question is declined before the call.
+    # the answer bound, which the offline answerer keeps.
     borderline: bool = False
 
 
@@ -308,9 +308,8 @@ class Relevance:
                topic: str, with_model: bool = False) -> Decision:
         """Answer or abstain, and which papers: see the module docstring. `with_model`: a
         model will write the answer, told to say when the sources do not answer, and its
-        answer is checked, so a borderline question (between the answer model's `decline`
-        and `threshold`) is answerable: only one below `decline` is declined before the
-        call."""
+        answer is checked, so every question with candidates is answerable (a question below
+        the answer bound is `borderline`)."""
         if not hits:
             return Decision(False, 0.0, [], {}, [])
         qrow, probs, named, meta = self.measure(question, hits, list_question=list_question, topic=topic)
@@ -320,14 +319,18 @@ class Relevance:
         ranked = sorted(hits, key=lambda h: (-(h.paper.paper_id in named) * (not list_question),
                                              -scores[h.paper.paper_id]))
         bounds = self.models["answer"]
-        borderline = with_model and bounds.decline <= p_answer < bounds.threshold
+        # Gate loosely: with a model, no fitted bound declines before it has read the best
+        # sources; its answer is checked sentence by sentence, and one with nothing supported
+        # ends as an abstention (rag.answering.check). "borderline": the offline answerer would
+        # have declined, so a fallback to it without the model declines.
+        borderline = with_model and p_answer < bounds.threshold
         answerable = p_answer >= bounds.threshold or borderline
         # A paper the question names by name is a source of a fact answer whatever its score
         # ("How do Skrull and DeepSpeed-Ulysses handle ...?" is answered from both).
         members = [h for h in ranked if scores[h.paper.paper_id] >= model.threshold
                    or (not list_question and h.paper.paper_id in named)] if answerable else []
         if answerable and not members:
-            members = ranked[:1]
+            members = ranked if with_model and not list_question else ranked[:1]
         named_ids = [h.paper.paper_id for h in ranked if h.paper.paper_id in named or meta.get(h.paper.paper_id)]
         return Decision(answerable, p_answer, members, scores, named_ids, borderline)
 

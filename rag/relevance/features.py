@@ -124,9 +124,9 @@ class Model:
     coef: np.ndarray
     bias: float
     threshold: float  # decision bound on the probability, fitted on the fit split
-    # The answer model's lower bound: with a model, a question between it and `threshold` is
-    # asked of the model (told to say when the abstracts do not answer); only one below it
-    # is declined before the call. The same as `threshold` when not fitted.
+    # The answer model's lower bound, fitted by scripts/fit_relevance.py and no longer
+    # deciding anything: with a model, every question goes to the model (Relevance.decide).
+    # Read and checked so that params.json keeps one format. The same as `threshold` when not fitted.
     decline: float
 
     @classmethod

@@ -212,13 +212,31 @@ function appendWithMarkers(parent, s, turn, sentence) {
   if (last < s.length) parent.appendChild(text(s.slice(last)));
 }
 
+// The class and title of a checked sentence: supported, contradicted (with the abstract's
+// sentence that contradicts it), not supported; a citation rag added is said too.
+function verdictClass(s) {
+  const verdict = s.verdict || (s.supported ? "supported" : "not_supported");
+  return "sentence " + (verdict === "supported" ? "supported" : verdict === "contradicted"
+    ? "unsupported contradicted" : "unsupported") + (s.attributed ? " attributed" : "");
+}
+
+function verdictTitle(s) {
+  if (s.verdict === "contradicted") return "Contradicted by the cited abstract: \u201c" + (s.quote || "") + "\u201d";
+  if (!s.supported) return "Not supported by the cited abstract(s)";
+  return s.attributed ? "Citation added by rag: the model cited no source that says this" : "";
+}
+
 function sentenceNode(s, turn) {
-  const node = el("span", "sentence " + (s.supported ? "supported" : "unsupported"));
+  const node = el("span", verdictClass(s));
   s.node = node;
   appendWithMarkers(node, s.text, turn, s);
-  if (!s.supported) {
-    node.title = "Not supported by the cited abstract(s)";
+  node.title = verdictTitle(s);
+  if (s.verdict === "contradicted") {
+    node.appendChild(el("span", "badge", "contradicted"));
+  } else if (!s.supported) {
     node.appendChild(el("span", "badge", "not supported"));
+  } else if (s.attributed) {
+    node.appendChild(el("span", "badge added", "citation added by rag"));
   }
   return node;
 }
@@ -493,8 +511,8 @@ async function ask(question) {
         if (data.meta) {
           turn.text.appendChild(text(body));
         } else {
-          const node = el("span", "sentence " + (data.supported ? "supported" : "unsupported"), body);
-          if (!data.supported) node.title = "Not supported by the cited abstract(s)";
+          const node = el("span", verdictClass(data), body);
+          node.title = verdictTitle(data);
           turn.text.appendChild(node);
         }
       } else if (event === "progress") {
