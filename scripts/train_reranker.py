@@ -246,7 +246,8 @@ def pair_weights(pairs: list[dict[str, Any]]) -> np.ndarray:
     return w / w.mean()
 
 
-def fit(model: Any, enc: list[np.ndarray], y: np.ndarray, w: np.ndarray, args: Any, device: str) -> dict[str, Any]:
+def training_plan(model: Any, enc: list[np.ndarray], args: Any) -> tuple[list[list[int]], Any, Any]:
+    """The batches of every epoch (seeded), AdamW, and a linear schedule with 5% warm-up."""
     import torch
 
     rng = random.Random(args.seed)
@@ -256,6 +257,13 @@ def fit(model: Any, enc: list[np.ndarray], y: np.ndarray, w: np.ndarray, args: A
     warm = max(1, len(plan) // 20)
     sched = torch.optim.lr_scheduler.LambdaLR(
         opt, lambda s: min((s + 1) / warm, max(0.0, (len(plan) - s) / (len(plan) - warm))))
+    return plan, opt, sched
+
+
+def fit(model: Any, enc: list[np.ndarray], y: np.ndarray, w: np.ndarray, args: Any, device: str) -> dict[str, Any]:
+    import torch
+
+    plan, opt, sched = training_plan(model, enc, args)
     model.train()
     started, losses = time.perf_counter(), []
     for idx in plan:

@@ -341,15 +341,9 @@ def make_model(path: str) -> Any:
 
 def fit(model: Any, enc: list[np.ndarray], y: np.ndarray, w: np.ndarray, args: Any) -> dict[str, Any]:
     import torch
-    from train_reranker import batches, tensors
+    from train_reranker import tensors, training_plan
 
-    rng = random.Random(args.seed)
-    order = list(range(len(enc)))
-    plan = [b for _ in range(args.epochs) for b in batches(enc, rng.sample(order, len(order)), args.batch, rng)]
-    opt = torch.optim.AdamW(model.parameters(), lr=args.lr, weight_decay=0.01)
-    warm = max(1, len(plan) // 20)
-    sched = torch.optim.lr_scheduler.LambdaLR(
-        opt, lambda s: min((s + 1) / warm, max(0.0, (len(plan) - s) / (len(plan) - warm))))
+    plan, opt, sched = training_plan(model, enc, args)
     model.train()
     started, losses = time.perf_counter(), []
     for step, idx in enumerate(plan):

@@ -446,6 +446,9 @@ def test_arbitrary_bytes_never_crash_the_parser(data: bytes) -> None:
      ["Cupcake is by Zhaozhuo Xu and T. S. Eugene Ng [1].", "It compresses."]),
     ("Treated at M. D. Anderson Cancer Center. Arm A. In arm B, vitamin D. Rose.",
      ["Treated at M. D. Anderson Cancer Center.", "Arm A.", "In arm B, vitamin D.", "Rose."]),
+    # a middle initial after a first name, before a surname
+    ("LoRA is by Edward J. Hu and Yelong Shen. It freezes the weights.",
+     ["LoRA is by Edward J. Hu and Yelong Shen.", "It freezes the weights."]),
     # a sentence glued to the next by a lost space ends there; an abbreviation or a domain does not
     ("It adapts to the workload.We present Tutel. Smith et al.Propose it. See deepspeed4science.ai now.",
      ["It adapts to the workload.", "We present Tutel.", "Smith et al.Propose it.", "See deepspeed4science.ai now."]),
