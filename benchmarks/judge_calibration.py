@@ -135,6 +135,7 @@ def main(argv: list[str] | None = None) -> int:
     papers = seed_papers(args.seeds)
     names = known_names(papers)
     raw = Judge(embedder, threshold=-1e9, known_names=names)
+    raw.verifier_off = True  # the similarity judge's own score, which THRESHOLD bounds
 
     print("SciFact training claims (Wadden et al. 2020), pairs (claim, cited abstract)")
     pairs = scifact_pairs(args.data)
@@ -175,7 +176,9 @@ def main(argv: list[str] | None = None) -> int:
     print(f"\nevals/judge_cases.jsonl ({args.cases}), sentences vs seed abstracts")
     cases = load_judge_cases(args.cases)
     for t in sorted({THRESHOLD, *(t for t, _ in chosen.values())}):
-        res = judge_cases(Judge(embedder, threshold=t, known_names=names), cases, papers)
+        swept = Judge(embedder, threshold=t, known_names=names)
+        swept.verifier_off = True
+        res = judge_cases(swept, cases, papers)
         s = judge_summary(res)
         tag = " (rag/judge/core.py THRESHOLD)" if t == THRESHOLD else ""
         print(f"  threshold {t:.2f}{tag}: precision {s['precision']:.3f} recall {s['recall']:.3f} "
