@@ -43,7 +43,7 @@ def names(text: str) -> set[str]:
 
 
 # Opposite directions, as stems: a claim saying one where the sentence it matches says the
-# other ("Skrull is slower" against "Skrull outperforms DeepSpeed") reverses that sentence.
+# other ("X is slower than Y" against "X outperforms Y") reverses that sentence.
 _OPPOSITES = [
     ({"faster", "outperform", "speedup", "acceler"}, {"slower", "underperform", "slowdown"}),
     ({"improv", "better"}, {"degrad", "wors", "hurt"}),

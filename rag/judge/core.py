@@ -216,7 +216,7 @@ class Judge:
             reasons.append(f"score {score:.2f} below {self.threshold:.2f}")
         # The quote is the abstract sentence closest in meaning (what the chat page highlights
         # in the abstract); the header only for a claim no abstract sentence shares two words
-        # with ("MegaBlocks is by Trevor Gale ..."): a list line starts with the paper's title,
+        # with ("X is by A. Author ..."): a list line starts with the paper's title,
         # which alone would make the header the closest.
         settled = bool(n_own) and (max(shared) >= 2 or not words & content_words(title) - content_words(abstract))
         if settled:
