@@ -9,6 +9,7 @@ from rag.answering.names import CorpusNames
 from rag.answering.questions import FOLLOW_UP, names_pattern
 from rag.errors import LLMError
 from rag.llm import ModelClient
+from rag.llm.guard import Deadline
 from rag.prompts import NO_ANSWER, Template
 
 HISTORY_TURNS = 6  # turns shown to the model when it rewrites a follow-up
@@ -32,7 +33,7 @@ def _question_line(reply: str) -> str:
 
 
 def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
-             template: Template, llm: ModelClient | None) -> str:
+             template: Template, llm: ModelClient | None, deadline: Deadline | None = None) -> str:
     """The question as it reads without the conversation before it."""
     previous = [m["content"] for m in history if m.get("role") == "user"]
     if not previous:
@@ -41,7 +42,7 @@ def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
         convo = "\n".join(f"{m['role']}: {m['content'][:SCAN_CHARS]}" for m in history[-HISTORY_TURNS:])
         try:
             rewritten = llm.complete([{"role": "user", "content": template.render(
-                history=convo, question=question)}]).strip()
+                history=convo, question=question)}], deadline=deadline).strip()
             if line := _question_line(rewritten):
                 return line
         except LLMError:

@@ -8,6 +8,7 @@ from collections.abc import Generator
 from dataclasses import dataclass
 
 from rag.llm import ModelClient, StreamEnd, Thinking, Token
+from rag.llm.guard import Deadline
 from rag.prompts import NO_ANSWER, Template, fence, format_source
 from rag.schema import ProgressEvent, Source
 
@@ -54,13 +55,13 @@ def messages(templates: dict[str, Template], question: str, sources: list[Source
     return out
 
 
-def model_text(client: ModelClient, prompt: list[dict[str, str]],
-               max_tokens: int | None = None) -> Generator[str | ProgressEvent | Ending, None, None]:
+def model_text(client: ModelClient, prompt: list[dict[str, str]], max_tokens: int | None = None,
+               deadline: Deadline | None = None) -> Generator[str | ProgressEvent | Ending, None, None]:
     """The answer's text as it streams, a ProgressEvent when the model starts reasoning (the
     reasoning itself is never part of the answer), and how the stream ended, last. Closing
     it closes the model's stream (the server stops writing)."""
     thinking = False
-    stream = client.stream(prompt, max_tokens)
+    stream = client.stream(prompt, max_tokens, deadline)
     try:
         for item in stream:
             if isinstance(item, Token):

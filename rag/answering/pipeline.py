@@ -10,24 +10,25 @@ from __future__ import annotations
 import threading
 import time
 from collections.abc import Callable, Generator, Iterator
-from dataclasses import dataclass, field
 from typing import Any
 
 from rag.answering import compare
-from rag.answering.budget import Fitted, fit, floor
+from rag.answering.budget import fit
 from rag.answering.check import Checker
 from rag.answering.extractive import ExtractiveWriter
 from rag.answering.followup import condense
-from rag.answering.generate import Ending, messages, model_text, repeating
+from rag.answering.generate import messages
 from rag.answering.metadata import record_gap
 from rag.answering.names import CorpusNames
 from rag.answering.questions import is_list_question
 from rag.answering.sources import Selection, SourceChooser
 from rag.answering.tables import is_comparison
+from rag.answering.writing import Run, write_with_model
 from rag.config import Settings
 from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
-from rag.llm import ModelClient, StreamBroken, connect, server_kind
+from rag.llm import ModelClient, connect, server_kind
+from rag.llm.guard import Deadline
 from rag.prompts import NO_ANSWER, templates
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import (
@@ -36,35 +37,13 @@ from rag.schema import (
     DoneEvent,
     Event,
     NoticeEvent,
-    ProgressEvent,
     SentenceCheck,
     SentenceEvent,
     Source,
-    TokenEvent,
     checked_question,
 )
 
 NEAREST = 3  # passages shown with an abstention: a few to judge the refusal by, not a reading list
-
-
-@dataclass
-class _Run:
-    """What one answer accumulates besides its text."""
-
-    question: str
-    standalone: str
-    notices: list[str] = field(default_factory=list)
-    answerer: str = "extractive"
-    incomplete: bool = False
-    error: dict[str, str] | None = None
-    ending: Ending | None = None
-    stopped: str = ""  # why rag stopped the model: "repetition" or "deadline"
-    fitted: Fitted | None = None  # the prompt the model was sent
-    timings: dict[str, float] = field(default_factory=dict)
-
-    def notice(self, message: str) -> NoticeEvent:
-        self.notices.append(message)
-        return NoticeEvent(message)
 
 
 class Pipeline:
@@ -124,18 +103,25 @@ class Pipeline:
         return len(self.retriever.snapshot().papers)
 
     def answer(self, question: str, options: AskOptions | None = None, *,
-               history: list[dict[str, str]] | None = None, instructions: str | None = None) -> Answer:
-        for event in self.stream(question, options, history=history, instructions=instructions):
+               history: list[dict[str, str]] | None = None, instructions: str | None = None,
+               cancelled: threading.Event | None = None) -> Answer:
+        for event in self.stream(question, options, history=history, instructions=instructions,
+                                 cancelled=cancelled):
             if isinstance(event, DoneEvent):
                 return event.answer
         raise AssertionError("the answer stream ended without its answer")  # pragma: no cover
 
     def stream(self, question: str, options: AskOptions | None = None, *,
                history: list[dict[str, str]] | None = None,
-               instructions: str | None = None) -> Generator[Event, None, None]:
+               instructions: str | None = None,
+               cancelled: threading.Event | None = None) -> Generator[Event, None, None]:
         """Answer a question, yielding events as the answer is written and checked; the last
-        event is DoneEvent(answer). Closing the iterator stops the work (and the model)."""
+        event is DoneEvent(answer). Closing the iterator stops the work (and the model), and so
+        does `cancelled` (the client left) at once, even while the model is being waited on."""
         started = time.perf_counter()
+        # One deadline for every model call of this answer (the rewrite, the answer, the
+        # model judge), held by a timer (rag.llm.guard) whatever the server sends.
+        deadline = Deadline(self.settings.answer_timeout, cancelled)
         question = checked_question(question)
         opts = options or AskOptions()
         mode = opts.llm or self.settings.llm
@@ -149,8 +135,8 @@ class Pipeline:
         self.refresh_names()
         standalone = condense(self.names.as_written(question), history or [], self.names,
                               self.templates["condense"],
-                              client if mode in ("ollama", "openai") else None)
-        run = _Run(question, standalone)
+                              client if mode in ("ollama", "openai") else None, deadline)
+        run = Run(question, standalone, deadline=deadline)
 
         t0 = time.perf_counter()
         chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters,
@@ -162,7 +148,7 @@ class Pipeline:
             return
         judge = self.judge
         if opts.judge in ("model", "ollama"):
-            judge = self.model_judge(client or self.client(opts.model, mode))
+            judge = self.model_judge(client or self.client(opts.model, mode)).within(deadline)
         # A comparison of papers the question names goes ahead whatever the relevance
         # decision says of the question as a whole: the named papers are the ones to compare.
         plan = compare.plan(
@@ -195,10 +181,11 @@ class Pipeline:
                     else messages(self.templates, standalone, kept, instructions)
 
             try:
-                fitted = run.fitted = fit(build, sources, client.context_window(), client.num_predict)
+                fitted = run.fitted = fit(build, sources, client.context_window(deadline),
+                                          client.num_predict)
                 if shrunk := fitted.notice():
                     yield run.notice(shrunk)
-                for event in self._write_with_model(client, fitted, checker, run):
+                for event in write_with_model(client, fitted, checker, run, self.settings.answer_timeout):
                     if not (comparing and isinstance(event, SentenceEvent)):
                         yield event
                 if comparing:
@@ -237,6 +224,9 @@ class Pipeline:
             if client is not None and (off := checker.nothing_supported() or checker.not_addressing()):
                 yield run.notice(off)
         yield from self._left_out(checker, run)
+        if fell := getattr(judge, "fallbacks", None):  # the model judge gave no verdict: said
+            yield run.notice(f"the model judge gave no verdict on {len(fell)} sentence(s) ({fell[0]}): "
+                             "rag's own verifier judged them")
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
         run.timings["check"] = checker.judge_ms
         answer = self._finish(run, chosen, checker, sources) if checked is None \
@@ -259,7 +249,7 @@ class Pipeline:
                         text: str = "") -> Iterator[Event]:
         text = text or f"No papers match the filters: {filters.describe()}."
         yield SentenceEvent(text, SentenceCheck(text, [], True, 0.0, meta=True))
-        run = _Run(question, question, notices=[text])
+        run = Run(question, question, notices=[text])
         elapsed = (time.perf_counter() - started) * 1000
         run.timings.update(retrieve=elapsed, generate=0.0, check=0.0, total=elapsed)
         yield DoneEvent(self._answer(run, Selection([], is_list_question(question), 0), text=text,
@@ -287,68 +277,8 @@ class Pipeline:
                         "score": round(score, 3), "relevance": round(h.relevance, 3)})
         return sorted(out, key=lambda d: -float(d["score"]))  # type: ignore[arg-type]
 
-    def _write_with_model(self, client: ModelClient, fitted: Fitted, checker: Checker,
-                          run: _Run) -> Iterator[Event]:
-        run.answerer = f"{client.kind}:{client.model}"
-        wrote = 0
-        text: list[str] = []
-        deadline = time.monotonic() + self.settings.answer_timeout
-        stream = model_text(client, fitted.messages, fitted.max_tokens)
-        try:
-            for item in stream:
-                if isinstance(item, Ending):
-                    run.ending = item
-                elif isinstance(item, ProgressEvent):
-                    yield item
-                else:
-                    wrote += len(item.strip())
-                    text.append(item)
-                    yield TokenEvent(item)
-                    yield from checker.feed(item)
-                    if time.monotonic() > deadline:
-                        run.stopped = "deadline"
-                        break
-                    if len(text) % 16 == 0 and (loop := repeating("".join(text))):
-                        run.stopped = f"repetition: {loop[:60]}"
-                        break
-        except StreamBroken as exc:  # what came was fed to the checker as it came
-            run.incomplete, run.error = True, {"message": exc.message, "hint": exc.hint}
-            yield run.notice(f"{exc.message} — the answer is incomplete")
-            return
-        finally:
-            stream.close()  # ends the model's request when rag stopped reading
-        if run.stopped:
-            run.incomplete = True
-            yield run.notice(
-                f"the model was still writing after {self.settings.answer_timeout:g} s "
-                "(RAG_ANSWER_TIMEOUT) and was stopped — the answer is incomplete"
-                if run.stopped == "deadline" else
-                f"the model kept repeating itself (\"{run.stopped[12:].strip()}\") and was "
-                "stopped — the answer is incomplete")
-            return
-        if not wrote and not (run.ending and run.ending.reason == "length"):
-            # Nothing is not a refusal: "the abstracts do not answer this" would be rag's claim.
-            raise LLMError(f"the model '{client.model}' sent an empty answer",
-                           "ask again, pick another model with --model, or use --llm none")
-        ending = run.ending
-        if ending and ending.prompt_tokens and ending.prompt_tokens < floor(fitted.messages):
-            yield run.notice(
-                f"the server read {ending.prompt_tokens} tokens of a prompt of at least "
-                f"{floor(fitted.messages)}: it cut the prompt to fit its context, so the model "
-                "did not see all of it (raise RAG_NUM_CTX, or the server's context size)")
-        if ending and ending.reason == "length":
-            run.incomplete = True
-            used = (ending.prompt_tokens or 0) + (ending.completion_tokens or 0)
-            if fitted.context_bound or (fitted.window and used >= fitted.window - 8):
-                said = (f"the model filled its context of {fitted.window} tokens (RAG_NUM_CTX, or "
-                        "the model's own when smaller)")
-            else:
-                said = (f"the model stopped at its answer budget of {fitted.max_tokens} tokens "
-                        "(RAG_NUM_PREDICT)")
-            yield run.notice(f"{said} — the answer is incomplete")
-
     @staticmethod
-    def _left_out(checker: Checker, run: _Run) -> Iterator[Event]:
+    def _left_out(checker: Checker, run: Run) -> Iterator[Event]:
         """Say what the checker kept from the reader: --strict's unsupported sentences, and
         an answer of citation markers alone."""
         if checker.strict_dropped:
@@ -360,7 +290,7 @@ class Pipeline:
         if checker.empty and not checker.claims:
             yield run.notice("the model wrote only citation markers, no claims: nothing of it is shown")
 
-    def _finish(self, run: _Run, chosen: Selection, checker: Checker, sources: list[Source]) -> Answer:
+    def _finish(self, run: Run, chosen: Selection, checker: Checker, sources: list[Source]) -> Answer:
         by_n = {s.n: s for s in sources}
         used = sorted((new, by_n[old]) for old, new in checker.order.items())
         return self._answer(run, chosen, text=checker.text, abstained=checker.abstained,
@@ -368,7 +298,7 @@ class Pipeline:
                             sentences=checker.checks, dropped_citations=checker.dropped,
                             rewritten_citations=checker.rewrites)
 
-    def _finish_table(self, run: _Run, chosen: Selection, checker: Checker,
+    def _finish_table(self, run: Run, chosen: Selection, checker: Checker,
                       checked: compare.Checked) -> Answer:
         return self._answer(run, chosen, text="".join(e.delta for e in checked.events),
                             abstained=not checked.checks, sources=checked.sources,
@@ -376,7 +306,7 @@ class Pipeline:
                             rewritten_citations=checker.rewrites, table=checked.table.to_public(),
                             matched=len(checked.table.rows))  # the papers compared
 
-    def _answer(self, run: _Run, chosen: Selection, *, text: str, **fields: Any) -> Answer:
+    def _answer(self, run: Run, chosen: Selection, *, text: str, **fields: Any) -> Answer:
         ending = run.ending
         return Answer(
             question=run.question, standalone_question=run.standalone, answer=text,
@@ -393,7 +323,7 @@ class Pipeline:
         )
 
 
-def _finish_reason(run: _Run) -> str:
+def _finish_reason(run: Run) -> str:
     """"stop", "length" at the model's token limit, "error" when its stream broke off."""
     return "error" if run.error is not None else \
         "length" if run.stopped or (run.ending and run.ending.reason == "length") else "stop"

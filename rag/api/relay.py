@@ -27,6 +27,7 @@ log = logging.getLogger("rag.api")
 
 T = TypeVar("T")
 _END = object()
+DISCONNECT_POLL = 0.25  # seconds between looks at whether the client of a whole answer left
 
 
 async def run_blocking(executor: Executor, fn: Callable[[], T]) -> T:
@@ -36,31 +37,44 @@ async def run_blocking(executor: Executor, fn: Callable[[], T]) -> T:
 async def answer(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
                  request: Request, **kwargs: Any) -> Answer:
     """The finished answer; the work stops (and the model with it) if the client goes away
-    before it is ready, instead of holding a worker for an answer nobody reads."""
-    async for ev in events(executor, pipeline, question, options, openai=is_openai(request),
-                           **kwargs):
-        if isinstance(ev, DoneEvent):
-            return ev.answer
-        if await request.is_disconnected():
-            raise ClientGone
+    before it is ready, instead of holding a worker for an answer nobody reads: looked for
+    while the model is silent too, not only when an event comes."""
+    gone = threading.Event()
+
+    async def watch() -> None:
+        while not await request.is_disconnected():
+            await asyncio.sleep(DISCONNECT_POLL)
+        gone.set()  # the pipeline's model calls end at once (rag.llm.guard.Deadline)
+
+    watcher = asyncio.create_task(watch())
+    try:
+        async for ev in events(executor, pipeline, question, options, openai=is_openai(request),
+                               gone=gone, **kwargs):
+            if gone.is_set():
+                raise ClientGone
+            if isinstance(ev, DoneEvent):
+                return ev.answer
+    finally:
+        watcher.cancel()
     raise AssertionError("the answer stream ended without its answer")  # pragma: no cover
 
 
 async def events(executor: Executor, pipeline: Pipeline, question: str, options: AskOptions,
-                 openai: bool = False, **kwargs: Any) -> AsyncIterator[Event]:
+                 openai: bool = False, gone: threading.Event | None = None,
+                 **kwargs: Any) -> AsyncIterator[Event]:
     """Pipeline.stream's events as they come, notices in the request's terms (of /v1 when
     `openai`); its exception, if any, is raised here. Leaving the loop early (the client went
     away) stops the work."""
     loop = asyncio.get_running_loop()
     queue: asyncio.Queue[Any] = asyncio.Queue()
-    gone = threading.Event()
+    gone = gone or threading.Event()  # set: the client left (the pipeline stops its model calls)
 
     def put(item: Any) -> None:
         with contextlib.suppress(RuntimeError):  # the event loop is closed: the server stops
             loop.call_soon_threadsafe(queue.put_nowait, item)
 
     def work() -> None:
-        stream = pipeline.stream(question, options, **kwargs)
+        stream = pipeline.stream(question, options, cancelled=gone, **kwargs)
         try:
             for ev in stream:
                 if gone.is_set():

@@ -4,11 +4,13 @@ record holds and never over the hard checks or a contradiction the verifier foun
 
 from __future__ import annotations
 
+import copy
 import re
 import threading
 
 from rag.corpus.tokens import at_most
 from rag.embed import Embedder
+from rag.errors import LLMError
 from rag.judge.claims import claim_of
 from rag.judge.core import Judge, Support
 from rag.verify import CONTRADICTED
@@ -53,9 +55,22 @@ class OllamaJudge(Judge):
 
         self.llm = llm
         self.template = templates()["judge"]
-        self.asked = 0  # requests sent to the model
+        self._asked = [0]  # requests sent to the model (shared by the views of `within`)
         self._verdicts: dict[tuple[str, str, str], tuple[bool, str] | None] = {}
         self._memo_lock = threading.Lock()
+        self.deadline: object | None = None  # the answer's (rag.llm.guard.Deadline)
+        self.fallbacks: list[str] = []  # why the verifier decided instead of the model, this answer
+
+    @property
+    def asked(self) -> int:
+        return self._asked[0]
+
+    def within(self, deadline: object) -> OllamaJudge:
+        """This judge for one answer: its model calls end with the answer's deadline, and it
+        keeps its own list of the sentences its model could not judge (its memo is shared)."""
+        view = copy.copy(self)
+        view.deadline, view.fallbacks = deadline, []
+        return view
 
     def _verdict(self, claim: str, title: str, abstract: str) -> tuple[bool, str] | None:
         from rag.prompts import fence
@@ -71,10 +86,10 @@ class OllamaJudge(Judge):
         # record and the JSON around it (a small model otherwise may write until the timeout).
         room = at_most(f'{{"supported": false, "quote": "{title}\n{abstract}"}}')
         reply = self.llm.complete([{"role": "user", "content": prompt}],  # type: ignore[attr-defined]
-                                  format=VERDICT_SCHEMA, max_tokens=room)
+                                  format=VERDICT_SCHEMA, max_tokens=room, deadline=self.deadline)
         verdict = parse_verdict(reply)
         with self._memo_lock:
-            self.asked += 1
+            self._asked[0] += 1
             if len(self._verdicts) >= self.MEMO:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
@@ -85,13 +100,18 @@ class OllamaJudge(Judge):
         claim = claim_of(sentence)
         if not claim or not _CLAIM_WORD.search(claim):
             return base  # nothing to ask about: no model is asked to judge an empty claim
-        unreadable = unquoted = False
+        unreadable = unquoted = readable = False
         refused: list[str] = []
         for i, (title, abstract) in enumerate(abstracts):
-            verdict = self._verdict(claim, title, abstract)
+            try:
+                verdict = self._verdict(claim, title, abstract)
+            except LLMError as exc:  # the deadline, a server gone: rag's verifier decides
+                self.fallbacks.append(exc.message)
+                return base
             if verdict is None:
                 unreadable = True
                 continue
+            readable = True
             if verdict[0]:
                 # A "supported" counts only with its evidence: a small model says yes with the
                 # prompt's placeholder for a quote, or with words the abstract does not hold;
@@ -109,6 +129,9 @@ class OllamaJudge(Judge):
         if refused:
             return Support(False, base.score, base.quote, base.source,
                            ["the model called it supported, but " + "; ".join(refused)], base.verdict)
+        if not readable:  # no verdict at all: said, and rag's verifier decides
+            self.fallbacks.append("its verdict was not the JSON asked for")
+            return base
         reason = "the model's verdict was not the JSON asked for" if unreadable else \
             "the model called it supported but quoted nothing the abstract says" if unquoted else \
             "the model judged it unsupported"

@@ -6,9 +6,14 @@ from __future__ import annotations
 import re
 from collections.abc import Iterator
 from dataclasses import dataclass
-from typing import Any, Protocol
+from typing import TYPE_CHECKING, Any, Protocol, TypeVar
 
 from rag.errors import LLMError
+
+if TYPE_CHECKING:
+    from pydantic import BaseModel
+
+    from rag.llm.guard import Deadline
 
 OPEN, CLOSE = "<think>", "</think>"
 
@@ -60,16 +65,18 @@ class ModelClient(Protocol):
 
     def check(self) -> dict[str, Any]: ...
 
-    def context_window(self) -> int | None:
+    def context_window(self, deadline: Deadline | None = None) -> int | None:
         """Tokens of prompt and answer together that the server gives this model (None: it
         does not say)."""
         ...
 
-    def stream(self, messages: list[dict[str, str]],
-               max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]: ...
+    # Every call that waits on the model takes the answer's deadline (rag.llm.guard): it
+    # raises DeadlinePassed when the deadline passes, whatever the server sends meanwhile.
+    def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
+               deadline: Deadline | None = None) -> Iterator[Token | Thinking | StreamEnd]: ...
 
     def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
-                 max_tokens: int | None = None) -> str: ...
+                 max_tokens: int | None = None, deadline: Deadline | None = None) -> str: ...
 
     def close(self) -> None: ...
 
@@ -160,6 +167,23 @@ def context_length(value: Any) -> int | None:
     if isinstance(value, bool) or not isinstance(value, int) or not 0 < value <= MAX_CONTEXT:
         return None
     return value
+
+
+M = TypeVar("M", bound="BaseModel")
+
+
+def parsed(model: type[M], value: Any, host: str) -> M:
+    """A server's JSON as a typed model, or rag's error naming the server and the first field
+    that is wrong (never a traceback, nor the server's text unquoted)."""
+    from pydantic import ValidationError
+
+    try:
+        return model.model_validate(value)
+    except ValidationError as exc:
+        first = exc.errors()[0]
+        where = ".".join(str(p) for p in first["loc"]) or "the reply"
+        raise LLMError(f"the server at {host} sent `{where}` = {excerpt(repr(first.get('input')), 60)}: "
+                       f"{first['msg'].lower()}", "check the server's version and log") from None
 
 
 def is_html(reply: str) -> bool:

@@ -29,6 +29,7 @@ from rag.llm.base import (
     opens_think_in_prompt,
     token_count,
 )
+from rag.llm.guard import Deadline, DeadlinePassed, Transport, guarded, one
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()  # "take it from the process's settings"
@@ -65,8 +66,9 @@ class Ollama:
         self._lock = threading.Lock()
         # A TLS context loads the CA bundle (~30-50 ms per answer); plain http (Ollama's
         # default, also without a scheme) never uses it.
-        self.client = ollama.Client(host=host, timeout=timeout,
-                                    verify=host.strip().lower().startswith("https://"))
+        # Redirects are not followed: an answer from somewhere else is no answer of this server.
+        self.client = ollama.Client(host=host, timeout=timeout, follow_redirects=False,
+                                    transport=Transport(host, verify=host.strip().lower().startswith("https://")))
 
     @classmethod
     def from_settings(cls, settings: Any, model: str | None = None,
@@ -109,6 +111,8 @@ class Ollama:
     def _map(self, exc: BaseException) -> LLMError:
         import ollama
 
+        if isinstance(exc, LLMError):  # rag's own (a reply too large, the deadline): as it is
+            return exc
         if isinstance(exc, ollama.ResponseError):
             if exc.status_code == 404:
                 if not _OLLAMA_NOT_FOUND.search(str(exc.error)) and self._speaks_openai():
@@ -173,15 +177,15 @@ class Ollama:
             raise self._map(exc) from exc
         return {"model": self.model, "details": getattr(info, "details", None)}
 
-    def context_window(self) -> int | None:
+    def context_window(self, deadline: Deadline | None = None) -> int | None:
         """num_ctx, or the model's own context length when that is shorter (Ollama loads the
         model with the shorter of the two)."""
         with self._lock:
             known, trained = self._template, self._trained_ctx
         if known is None:
             try:
-                self._show()
-            except httpx.TimeoutException as exc:  # as in _starts_inside: said now, not twice
+                one(self._show, deadline, self.host)
+            except (httpx.TimeoutException, DeadlinePassed) as exc:  # as in _starts_inside: said now, not twice
                 raise self._map(exc) from exc
             except Exception as exc:  # the chat request itself reports a real problem
                 log.debug("could not read %s's context length: %s", self.model, exc)
@@ -208,11 +212,16 @@ class Ollama:
                 known = self._template
         return opens_think_in_prompt(known or "")
 
-    def stream(self, messages: list[dict[str, str]],
-               max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]:
+    def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
+               deadline: Deadline | None = None) -> Iterator[Token | Thinking | StreamEnd]:
         """Yield the answer and the reasoning apart as they arrive, then one StreamEnd; raise
-        StreamBroken (with the answer so far) if the stream stops early. `max_tokens`: this
-        answer's budget (Ollama's num_predict), else RAG_NUM_PREDICT's."""
+        StreamBroken (with the answer so far) if the stream stops early, DeadlinePassed when
+        `deadline` passes first. `max_tokens`: this answer's budget (Ollama's num_predict),
+        else RAG_NUM_PREDICT's."""
+        return guarded(lambda: self._stream(messages, max_tokens), deadline, self.host)
+
+    def _stream(self, messages: list[dict[str, str]],
+                max_tokens: int | None) -> Iterator[Token | Thinking | StreamEnd]:
         got: list[str] = []
         done = False
         filt = ThinkFilter(inside=self._starts_inside())
@@ -243,13 +252,14 @@ class Ollama:
             raise StreamBroken("".join(got), "no end-of-answer message")
 
     def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
-                 max_tokens: int | None = None) -> str:
+                 max_tokens: int | None = None, deadline: Deadline | None = None) -> str:
         """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
         try:
-            resp = self.client.chat(messages=messages, stream=False, format=format,
-                                    **self._request(max_tokens))
+            resp, inside = one(lambda: (self.client.chat(messages=messages, stream=False, format=format,
+                                                         **self._request(max_tokens)),
+                                        self._starts_inside()), deadline, self.host)
         except Exception as exc:
             raise self._map(exc) from exc
-        filt = ThinkFilter(inside=self._starts_inside())
+        filt = ThinkFilter(inside=inside)
         items = filt.feed(str(resp.message.content or "")) + filt.flush()
         return "".join(i.text for i in items if isinstance(i, Token))

@@ -16,6 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
+from pydantic import BaseModel, ConfigDict
 
 from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
 from rag.llm.base import (
@@ -27,8 +28,10 @@ from rag.llm.base import (
     context_length,
     excerpt,
     is_html,
+    parsed,
     token_count,
 )
+from rag.llm.guard import Deadline, DeadlinePassed, Transport, guarded, one
 
 log = logging.getLogger(__name__)
 
@@ -58,7 +61,7 @@ class OpenAICompatible:
         self._lock = threading.Lock()
         headers = {"Authorization": f"Bearer {api_key}"} if api_key else {}
         self.client = httpx.Client(base_url=self.host, timeout=timeout, headers=headers,
-                                   verify=self.host.lower().startswith("https://"))
+                                   transport=Transport(self.host, verify=self.host.lower().startswith("https://")))
 
     @classmethod
     def from_settings(cls, settings: Any, model: str | None = None) -> OpenAICompatible:
@@ -80,6 +83,8 @@ class OpenAICompatible:
     # -- errors -------------------------------------------------------------------------------
 
     def _map(self, exc: BaseException) -> LLMError:
+        if isinstance(exc, LLMError):  # rag's own (a reply too large): said as it is
+            return exc
         if isinstance(exc, httpx.HTTPStatusError):
             reply = exc.response.text
             said = excerpt(_error_text(reply))
@@ -118,15 +123,19 @@ class OpenAICompatible:
 
     # -- the server's models ------------------------------------------------------------------
 
-    def _list(self) -> list[dict[str, Any]]:
+    def _list(self, deadline: Deadline | None = None) -> list[dict[str, Any]]:
         with self._lock:
             if self._models is not None:
                 return self._models
-        try:
+
+        def read() -> list[dict[str, Any]]:
             reply = self.client.get("/models")
             reply.raise_for_status()
             data = reply.json()["data"]
-            models = [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+            return [m for m in data if isinstance(m, dict) and isinstance(m.get("id"), str)]
+
+        try:
+            models = one(read, deadline, self.host)
         except Exception as exc:
             raise self._map(exc) from exc
         with self._lock:
@@ -158,10 +167,12 @@ class OpenAICompatible:
                                 f"pick one of {', '.join(ids)} with --model")
         return {"model": self.model, "details": None}
 
-    def context_window(self) -> int | None:
+    def context_window(self, deadline: Deadline | None = None) -> int | None:
         """The model's context length as the server lists it, else RAG_NUM_CTX."""
         try:
-            models = self._list()
+            models = self._list(deadline)
+        except DeadlinePassed:
+            raise
         except LLMError:
             return self.num_ctx
         entry = next((m for m in models if m["id"] == self._model), models[0] if models else {})
@@ -182,9 +193,14 @@ class OpenAICompatible:
             body["max_tokens"] = limit
         return body
 
-    def stream(self, messages: list[dict[str, str]],
-               max_tokens: int | None = None) -> Iterator[Token | Thinking | StreamEnd]:
-        """As Ollama.stream: the answer and the reasoning apart, then one StreamEnd."""
+    def stream(self, messages: list[dict[str, str]], max_tokens: int | None = None,
+               deadline: Deadline | None = None) -> Iterator[Token | Thinking | StreamEnd]:
+        """As Ollama.stream: the answer and the reasoning apart, then one StreamEnd; raises
+        DeadlinePassed when `deadline` passes first, whatever the server sends meanwhile."""
+        return guarded(lambda: self._stream(messages, max_tokens), deadline, self.host)
+
+    def _stream(self, messages: list[dict[str, str]],
+                max_tokens: int | None) -> Iterator[Token | Thinking | StreamEnd]:
         body = {**self._body(messages, max_tokens), "stream": True,
                 "stream_options": {"include_usage": True}}
         got: list[str] = []
@@ -209,18 +225,18 @@ class OpenAICompatible:
                     if data == "[DONE]":
                         done = True
                         break
-                    event = json.loads(data)
-                    if event.get("error"):
+                    event = parsed(_Event, json.loads(data), self.host)
+                    if event.error:
                         raise LLMError(f"the server at {self.host} reported an error: "
-                                       f"{excerpt(json.dumps(event['error']))}", "check the server's log")
-                    usage = _usage(event.get("usage"), self.host) or usage
-                    for choice in event.get("choices") or []:
-                        delta = choice.get("delta") or {}
+                                       f"{excerpt(json.dumps(event.error))}", "check the server's log")
+                    usage = _usage(event.usage, self.host) or usage
+                    for choice in event.choices or []:
+                        delta = choice.delta or _Delta()
                         items: list[Token | Thinking] = []
-                        if delta.get("reasoning_content") or delta.get("reasoning"):
-                            items.append(Thinking(delta.get("reasoning_content") or delta["reasoning"]))
-                        items += filt.feed(delta.get("content") or "")
-                        reason = choice.get("finish_reason") or reason
+                        if delta.reasoning_content or delta.reasoning:
+                            items.append(Thinking(delta.reasoning_content or delta.reasoning or ""))
+                        items += filt.feed(delta.content or "")
+                        reason = choice.finish_reason or reason
                         for item in items:
                             if isinstance(item, Token):
                                 got.append(item.text)
@@ -243,21 +259,50 @@ class OpenAICompatible:
         yield StreamEnd(reason or "stop", usage.get("prompt_tokens"), usage.get("completion_tokens"))
 
     def complete(self, messages: list[dict[str, str]], format: dict[str, Any] | None = None,  # noqa: A002
-                 max_tokens: int | None = None) -> str:
+                 max_tokens: int | None = None, deadline: Deadline | None = None) -> str:
         """The whole reply at once, reasoning removed; `format`: a JSON schema it must follow."""
         body = self._body(messages, max_tokens)
         if format is not None:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "reply", "schema": format}}
-        try:
+
+        def read() -> Any:
             reply = self.client.post("/chat/completions", json=body)
             reply.raise_for_status()
-            content = reply.json()["choices"][0]["message"].get("content") or ""
+            return reply.json()["choices"][0]["message"].get("content") or ""
+
+        try:
+            content = one(read, deadline, self.host)
+        except LLMError:
+            raise
         except Exception as exc:
             raise self._map(exc) from exc
         filt = ThinkFilter()
         items = filt.feed(str(content)) + filt.flush()
         return "".join(i.text for i in items if isinstance(i, Token))
+
+
+class _Delta(BaseModel):
+    model_config = ConfigDict(strict=True)
+    content: str | None = None
+    reasoning_content: str | None = None  # llama.cpp, vLLM, DeepSeek
+    reasoning: str | None = None  # OpenRouter, LM Studio
+
+
+class _Choice(BaseModel):
+    model_config = ConfigDict(strict=True)
+    delta: _Delta | None = None
+    finish_reason: str | None = None
+
+
+class _Event(BaseModel):
+    """One server-sent event of a streamed chat completion, as rag reads it (strict types:
+    text is text, never a number or an object; unknown fields are ignored)."""
+
+    model_config = ConfigDict(strict=True)
+    choices: list[_Choice] | None = None
+    usage: Any = None  # checked by _usage, which names the count that is wrong
+    error: Any = None
 
 
 def _usage(value: Any, host: str) -> dict[str, int]:

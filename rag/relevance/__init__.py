@@ -132,6 +132,7 @@ class Relevance:
         result = index_stats.cached(path, lambda: index_stats.compute(
             sorted(snap.papers.values(), key=lambda p: p.paper_id), store.sentences,
             lambda texts: self.retriever.embedder.embed(texts)))
+        index_stats.prune(path.parent, rf"relevance-{re.escape(store.name)}-v\d+-s\d+\.json", path)
         if result.papers < self.smallest_index:
             result = index_stats.padded(result, self.smallest_index)
         with self._lock:
@@ -149,6 +150,7 @@ class Relevance:
         path = (self.retriever.settings.home / "cache"
                 / f"probes-{self.retriever.store.name}-v{snap.version}-p{PROBES}.npz")
         owners, vecs = index_stats.cached_probes(path, lambda: self._probe(snap))
+        index_stats.prune(path.parent, rf"probes-{re.escape(self.retriever.store.name)}-v\d+-p\d+\.npz", path)
         with self._lock:
             self._probes = (snap.version, owners, vecs)
         return owners, vecs

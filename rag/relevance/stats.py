@@ -12,6 +12,7 @@ Computed once per index version and cached next to the index.
 
 from __future__ import annotations
 
+import contextlib
 import json
 import logging
 import math
@@ -133,13 +134,24 @@ def cached(path: Path, build: Any) -> IndexStats:
         data = json.loads(path.read_text(encoding="utf-8"))
         if data.pop("format", None) == STATS_FORMAT:
             return IndexStats(**data)
-    except (OSError, ValueError, TypeError):
+    except (OSError, ValueError, TypeError, AttributeError):  # AttributeError: JSON not an object
         pass
     stats: IndexStats = build()
     data = {"format": STATS_FORMAT, **asdict(stats)}
     data.pop("padding")
     _store(path, lambda out: out.write(json.dumps(data).encode()), "the relevance statistics")
     return stats
+
+
+def prune(folder: Path, pattern: str, keep: Path) -> None:
+    """Remove the cache files in `folder` whose names match `pattern` (a regex: one index's
+    files of other versions), but `keep`: an index's old versions are never read again."""
+    import re
+
+    with contextlib.suppress(OSError):
+        for old in folder.iterdir():
+            if old.name != keep.name and re.fullmatch(pattern, old.name) and old.is_file():
+                old.unlink(missing_ok=True)
 
 
 def _store(path: Path, write: Any, what: str) -> None:
@@ -167,9 +179,9 @@ def cached_probes(path: Path, build: Any) -> tuple[list[str], np.ndarray]:
     try:
         with np.load(path, allow_pickle=False) as saved:
             owners, vecs = [str(i) for i in saved["ids"]], np.array(saved["vecs"], dtype=np.float32)
-        if vecs.ndim == 2 and len(owners) == len(vecs):
+        if vecs.ndim == 2 and len(owners) == len(vecs) and np.isfinite(vecs).all():
             return owners, vecs
-    except (OSError, ValueError, KeyError):
+    except Exception:  # noqa: BLE001 - empty (EOFError), not a zip, wrong arrays: embedded again
         pass
     owners, vecs = build()  # a read-only home: embedded again next time
     _store(path, lambda out: np.savez(out, ids=np.array(owners, dtype=str), vecs=vecs), "the relevance probes")

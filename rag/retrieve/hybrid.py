@@ -92,7 +92,10 @@ def _open(folder: Path) -> Snapshot | None:
         return None
     try:
         return Snapshot(folder)
-    except Exception:  # a stale, broken or planted cache is rebuilt, never fatal
+    except Exception as exc:  # a stale, broken or planted cache is rebuilt, never fatal
+        # said once, as the rebuild replaces it: a damaged file is never read for an answer
+        log.warning("the index's cached snapshot %s was damaged (%s); rebuilding it from the index",
+                    folder, exc)
         return None
 
 

@@ -17,11 +17,13 @@ from __future__ import annotations
 
 import bisect
 import json
+import os
 import re
 import sqlite3
 import tempfile
 import threading
 import unicodedata
+import zlib
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -34,8 +36,15 @@ if TYPE_CHECKING:
 
     from rag.store import Store
 
-FORMAT = 4  # bump when the files change shape: caches of another format are rebuilt
+FORMAT = 5  # bump when the files change shape: caches of another format are rebuilt
 DATABASE = "snapshot.sqlite3"
+# Each file's size and checksum, written last: a snapshot that does not match it was damaged
+# (a disk error, a half-copied backup, a hand edit) and is rebuilt, never read.
+MANIFEST = "manifest.json"
+# Files up to this size are checksummed at every open (a 1,000-abstract snapshot: all of it,
+# ~2 ms); larger ones when their modification time is not the one written, since reading
+# 100 MB of a 100,000-abstract snapshot on every cold question would cost ~0.1 s.
+CHECK_ALWAYS = 8 * 1024 * 1024
 _ARRAYS = ("data", "indices", "indptr")  # the BM25 matrix, compressed sparse columns by term
 _TOKEN = re.compile(r"(?u)\b\w\w+\b")  # bm25s.tokenize's token_pattern
 _LOOKUP_TABLES = ("paper_names", "short_names", "typed_names", "label_papers", "meta_ids",
@@ -79,12 +88,61 @@ def spans(text: str, longest: int) -> list[str]:
     return out
 
 
+class Damaged(ValueError):
+    """A snapshot's files are not those its manifest lists; the message names the file."""
+
+
+def _crc(path: Path) -> int:
+    crc = 0
+    with path.open("rb") as fh:
+        while block := fh.read(1 << 20):
+            crc = zlib.crc32(block, crc)
+    return crc
+
+
+def _manifest(folder: Path) -> dict[str, dict[str, int]]:
+    """Each file of a snapshot just written: its size, modification time and checksum."""
+    out = {}
+    for path in sorted(folder.iterdir()):
+        if path.is_file() and path.name != MANIFEST:
+            st = path.stat()
+            out[path.name] = {"size": st.st_size, "mtime_ns": st.st_mtime_ns, "crc32": _crc(path)}
+    return out
+
+
+def verify(folder: Path) -> None:
+    """Raise Damaged, naming the file, unless every file of the snapshot in `folder` has the
+    size and checksum its manifest gives (a file's checksum is read when it is small or its
+    modification time is not the one written)."""
+    try:
+        listed = json.loads((folder / MANIFEST).read_text(encoding="utf-8"))["files"]
+        if not isinstance(listed, dict) or DATABASE not in listed:
+            raise ValueError("no files listed")
+    except (OSError, ValueError, KeyError, TypeError) as exc:
+        raise Damaged(f"{MANIFEST} is missing or unreadable ({exc})") from None
+    for name, want in listed.items():
+        path = folder / name
+        if os.sep in name or name.startswith("."):
+            raise Damaged(f"{MANIFEST} lists {name!r}")
+        try:
+            st = path.stat()
+        except OSError:
+            raise Damaged(f"{name} is missing") from None
+        if st.st_size != want.get("size"):
+            raise Damaged(f"{name} has {st.st_size} bytes, not {want.get('size')}")
+        if (st.st_size <= CHECK_ALWAYS or st.st_mtime_ns != want.get("mtime_ns")) \
+                and _crc(path) != want.get("crc32"):
+            raise Damaged(f"{name} does not have the content it was written with")
+
+
 class Snapshot:
-    """One version of the index as read from its cache folder (`build` writes it)."""
+    """One version of the index as read from its cache folder (`build` writes it); its files
+    are checked against their manifest first (`verify`)."""
 
     def __init__(self, folder: Path, keep: Any = None) -> None:
         import numpy as np
 
+        verify(folder)
         self.folder = folder
         self._keep = keep  # the temporary directory of a snapshot that could not be cached
         self._db = Db(folder / DATABASE)
@@ -300,6 +358,8 @@ def build(store: Store, folder: Path, lookups: Callable[[list[Paper]], Lookups])
         conn.commit()
     finally:
         conn.close()
+    (folder / MANIFEST).write_text(json.dumps({"format": FORMAT, "files": _manifest(folder)}),
+                                   encoding="utf-8")
 
 
 def temporary(store: Store, lookups: Callable[[list[Paper]], Lookups]) -> Snapshot:

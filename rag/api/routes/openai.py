@@ -239,7 +239,7 @@ async def chat_completions(body: ChatCompletionRequest, pipeline: PipelineDep,
     options = AskOptions(k=body.k, llm=llm, model=model, strict=body.strict, venue=body.venue,
                          year=body.year, source=body.source, category=body.category,
                          author=body.author)
-    kwargs = {"history": history[-OPENAI_HISTORY:], "instructions": instructions or None}
+    kwargs: dict[str, Any] = {"history": history[-OPENAI_HISTORY:], "instructions": instructions or None}
     prompt = "\n".join(t for _, t in texts)
     cid, created = f"chatcmpl-{uuid.uuid4().hex}", int(time.time())
 
