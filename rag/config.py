@@ -85,8 +85,10 @@ class Settings(BaseSettings):
                          "Ollama (and assumed for a server that does not say its own).")
     llm_timeout: float = Field(120.0, gt=0, le=86_400, description="Seconds to wait for each "
                                "reply of the model server (connect, and every read) before giving up.")
-    answer_timeout: float = Field(300.0, gt=0, le=86_400, description="Seconds a model may take "
-                                  "to write one whole answer; it is stopped there and the answer "
+    answer_timeout: float = Field(300.0, gt=0, le=86_400, description="Seconds one whole answer "
+                                  "may take, every model call in it together (a follow-up's "
+                                  "rewrite, the answer, the model judge), whatever the server "
+                                  "sends meanwhile; the model is stopped there and the answer "
                                   "marked incomplete.")
     think: bool | Literal["low", "medium", "high"] | None = Field(
         None, description="Ollama's `think` option: unset (not sent), true/false, or low/medium/high "

@@ -201,3 +201,34 @@ def test_clients_that_leave_free_the_server_for_the_next(seeded_settings: Any, h
         assert reply.status_code == 200, reply.text
         assert time.monotonic() - started < 10
         assert _closed(hostile, 5.0), "the stuck requests' model streams were never closed"
+
+
+def test_the_follow_up_rewrite_runs_under_the_answers_deadline(pipeline: Any, hostile: HostileServer) -> None:
+    from rag.schema import AskOptions
+
+    def script(p: str, streamed: bool, body: dict[str, Any]) -> Script:
+        if streamed:
+            return ollama_answer("Skrull outperforms DeepSpeed by 3.76x on average [1].")
+        return Script(headers={"Content-Type": "application/json"}, forever=(2.0, b" "))  # the rewrite
+
+    hostile.script = script
+    history = [{"role": "user", "content": "What is Skrull?"},
+               {"role": "assistant", "content": "Skrull is a dynamic data scheduler [1]."}]
+    started = time.monotonic()
+    ans = pipeline.answer("What speedup does it report?", AskOptions(llm="ollama"), history=history)
+    assert time.monotonic() - started < DEADLINE + 3
+    assert ans.incomplete and any("RAG_ANSWER_TIMEOUT" in n for n in ans.notices), ans.notices
+    assert _closed(hostile)
+
+
+@pytest.mark.parametrize("protocol", ["openai", "ollama"])
+def test_a_redirect_is_an_error_naming_the_server_not_followed(pipeline: Any, hostile: HostileServer,
+                                                              protocol: str) -> None:
+    from rag.errors import LLMError
+    from rag.schema import AskOptions
+
+    hostile.script = lambda p, streamed, body: Script(302, {"Location": "http://127.0.0.1:9/elsewhere"})
+    before = len(hostile.requests)
+    with pytest.raises(LLMError, match=r"127\.0\.0\.1:\d+.*30?2|302.*127\.0\.0\.1"):
+        pipeline.answer(QUESTION, AskOptions(llm=protocol))
+    assert len(hostile.requests) == before + 1  # asked once, never at the redirect's target

@@ -28,7 +28,7 @@ from rag.config import Settings
 from rag.errors import LLMError
 from rag.judge import Judge, OllamaJudge
 from rag.llm import ModelClient, connect, server_kind
-from rag.llm.guard import Deadline
+from rag.llm.guard import Deadline, DeadlinePassed
 from rag.prompts import NO_ANSWER, templates
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import (
@@ -181,8 +181,7 @@ class Pipeline:
                     else messages(self.templates, standalone, kept, instructions)
 
             try:
-                fitted = run.fitted = fit(build, sources, client.context_window(deadline),
-                                          client.num_predict)
+                fitted = run.fitted = fit(build, sources, _window(client, deadline), client.num_predict)
                 if shrunk := fitted.notice():
                     yield run.notice(shrunk)
                 for event in write_with_model(client, fitted, checker, run, self.settings.answer_timeout):
@@ -321,6 +320,15 @@ class Pipeline:
             budget=run.fitted.public() if run.fitted else None,
             **fields,
         )
+
+
+def _window(client: ModelClient, deadline: Deadline) -> int | None:
+    """The model's context, or None (rag's default) once the deadline has passed: the answer
+    then ends as one the deadline stopped, not as an error."""
+    try:
+        return client.context_window(deadline)
+    except DeadlinePassed:
+        return None
 
 
 def _finish_reason(run: Run) -> str:

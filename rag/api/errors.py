@@ -114,8 +114,13 @@ def describe(exc: BaseException, openai: bool = False) -> tuple[str, str, str]:
     `openai`) acts on it; internals are summarised, never dumped."""
     if isinstance(exc, RagError):
         return exc.message, in_request_terms(exc.hint, openai), type(exc).__name__
-    return (f"internal error: {type(exc).__name__}: {exc}",
+    # No path of the server's files (a traceback's, an OSError's) goes out in a reply.
+    said = _PATH.sub("<path>", " ".join(str(exc).split()))[:200]
+    return (f"internal error: {type(exc).__name__}: {said}",
             "this is a bug in rag; the server log has the details", "InternalError")
+
+
+_PATH = re.compile(r"(?:[A-Za-z]:)?(?:[/\\][\w.@+~-]+){2,}[/\\]?")
 
 
 def is_openai(request: Request) -> bool:

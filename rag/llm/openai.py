@@ -16,7 +16,7 @@ from collections.abc import Iterator
 from typing import Any
 
 import httpx
-from pydantic import BaseModel, ConfigDict
+from pydantic import BaseModel, ConfigDict, Field
 
 from rag.errors import LLMError, LLMTimeout, LLMUnavailable, ModelNotFound
 from rag.llm.base import (
@@ -266,10 +266,10 @@ class OpenAICompatible:
             body["response_format"] = {"type": "json_schema",
                                        "json_schema": {"name": "reply", "schema": format}}
 
-        def read() -> Any:
+        def read() -> str:
             reply = self.client.post("/chat/completions", json=body)
             reply.raise_for_status()
-            return reply.json()["choices"][0]["message"].get("content") or ""
+            return parsed(_Completion, reply.json(), self.host).choices[0].message.content or ""
 
         try:
             content = one(read, deadline, self.host)
@@ -278,7 +278,7 @@ class OpenAICompatible:
         except Exception as exc:
             raise self._map(exc) from exc
         filt = ThinkFilter()
-        items = filt.feed(str(content)) + filt.flush()
+        items = filt.feed(content) + filt.flush()
         return "".join(i.text for i in items if isinstance(i, Token))
 
 
@@ -303,6 +303,23 @@ class _Event(BaseModel):
     choices: list[_Choice] | None = None
     usage: Any = None  # checked by _usage, which names the count that is wrong
     error: Any = None
+
+
+class _Message(BaseModel):
+    model_config = ConfigDict(strict=True)
+    content: str | None = None
+
+
+class _Reply(BaseModel):
+    model_config = ConfigDict(strict=True)
+    message: _Message
+
+
+class _Completion(BaseModel):
+    """A chat completion that is not streamed (the model judge's verdict, a rewrite)."""
+
+    model_config = ConfigDict(strict=True)
+    choices: list[_Reply] = Field(min_length=1)
 
 
 def _usage(value: Any, host: str) -> dict[str, int]:
