@@ -46,6 +46,11 @@ class ParseError(InputError):
         self.line = line
 
 
+class Unreadable(ParseError):
+    """A file that holds no paper rag can read (a scanned PDF, one with no abstract): in a
+    folder it is named with the reason and passed over; given alone it is an error."""
+
+
 class IndexStoreError(RagError):
     exit_code = EXIT_INDEX
 

@@ -14,17 +14,26 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
+from typing import Any
 
 import numpy as np
 
 from rag.config import Settings
-from rag.corpus import FileResult, Paper, Restrict, expand_paths, read_file, semantic_scholar
+from rag.corpus import (
+    FileResult,
+    Paper,
+    Restrict,
+    expand_paths,
+    read_file,
+    semantic_scholar,
+    unread_in,
+)
 from rag.corpus.merge import Merge
 from rag.corpus.reingest import plan
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
-from rag.errors import IndexStoreError, InputError, ParseError
+from rag.errors import IndexStoreError, InputError, ParseError, Unreadable
 from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
@@ -45,6 +54,7 @@ class IngestReport:
     chunks: int = 0
     sentences: int = 0
     skipped: list[str] = field(default_factory=list)
+    unread: list[str] = field(default_factory=list)  # files not read, each "PATH: why"
     left_out: dict[str, int] = field(default_factory=dict)  # records no error, not ingested
     merges: list[Merge] = field(default_factory=list)  # records found to be one paper
     notes: list[str] = field(default_factory=list)  # what was read, when worth saying
@@ -60,6 +70,8 @@ class IngestReport:
         )
         if self.skipped:
             text += f"; skipped {len(self.skipped)} bad record(s)/file(s)"
+        if self.unread:
+            text += f"; {len(self.unread)} file(s) not read (listed above)"
         if self.left_out:
             text += f"; left out {self.left_out_text()}"
         merged = len({m.paper_id for m in self.merges})
@@ -73,19 +85,35 @@ class IngestReport:
             text += f"; PubMed deleted {len(self.deletions)} PMID(s)"
         return text
 
+    def to_public(self) -> dict[str, Any]:
+        """`rag ingest --json` (docs/reference/json.md)."""
+        return {"files": self.files, "papers": self.papers, "new": self.new, "changed": self.changed,
+                "unchanged": self.unchanged, "removed": self.removed, "chunks": self.chunks,
+                "sentences": self.sentences, "skipped": self.skipped,
+                "not_read": [{"path": u.split(": ", 1)[0], "reason": u.split(": ", 1)[-1]} for u in self.unread],
+                "left_out": self.left_out, "merged": len({m.paper_id for m in self.merges}),
+                "seconds": round(self.seconds, 2)}
+
     def left_out_text(self) -> str:
         return ", ".join(f"{n:,} {why}" for why, n in self.left_out.items())
 
 
 def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None,
-             collection: str | None = None) -> tuple[list[FileResult], list[str]]:
-    """Parse every file first; bad input stops everything unless skip_bad."""
+             collection: str | None = None) -> tuple[list[FileResult], list[str], list[str]]:
+    """Parse every file first; bad input stops everything unless skip_bad. Also: the files
+    not read, each with the reason (of a kind rag does not read, a PDF with no abstract)."""
     results: list[FileResult] = []
     skipped: list[str] = []
+    unread = unread_in(paths)
     files = list(expand_paths(paths))
     for path in files:
         try:
             result = read_file(path, restrict, collection)
+        except Unreadable as exc:
+            if len(files) == 1:
+                raise
+            unread.append(exc.message)  # named and passed over: the folder's others are read
+            continue
         except ParseError as exc:
             if not skip_bad and len(files) > 1:
                 # one unreadable file (a README.txt among the exports) stops the whole folder:
@@ -111,7 +139,7 @@ def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None
         raise InputError(f"--collection {collection!r} names a Zotero collection, and no Zotero "
                          "library was among the files", "point at zotero.sqlite or the Zotero data directory")
     semantic_scholar.join(results)  # dataset papers meet their abstracts from other files
-    return results, skipped
+    return results, skipped, unread
 
 
 def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
@@ -179,8 +207,8 @@ def ingest(
     from rag.embed.gpu import choose_device
 
     choose_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
-    results, skipped = read_all(paths, skip_bad, restrict, collection)
-    report = IngestReport(files=len(results), skipped=skipped,
+    results, skipped, unread = read_all(paths, skip_bad, restrict, collection)
+    report = IngestReport(files=len(results), skipped=skipped, unread=unread,
                           notes=[f"{r.source}: {r.note}" for r in results if r.note])
     for r in results:
         for why, n in r.left_out.items():

@@ -283,7 +283,7 @@ def test_openalex_json_lines_whose_first_line_is_bad_keep_their_other_lines(tmp_
         read_all([part], skip_bad=False)
     assert "part_000.jsonl:1: 2 good and 1 bad record(s); first: not valid JSON" in str(refused.value)
     assert "--skip-bad" in refused.value.hint
-    results, skipped = read_all([part], skip_bad=True)
+    results, skipped, _ = read_all([part], skip_bad=True)
     assert [p.paper_id for p in results[0].papers] == ["openalex:W2", "openalex:W3"]
     [bad] = skipped
     assert "part_000.jsonl:1: not valid JSON (Invalid control character at column 61)" in bad
@@ -340,7 +340,7 @@ def test_a_semantic_scholar_batch_answer_with_ids_not_found_is_read(tmp_path: Pa
     assert result.left_out == {"null records (ids the API found no paper for)": 1}
 
 def test_semantic_scholar_datasets_joined_on_corpusid() -> None:
-    results, skipped = read_all([DATA / "s2_papers.jsonl", DATA / "s2_abstracts.jsonl"], skip_bad=False)
+    results, skipped, _ = read_all([DATA / "s2_papers.jsonl", DATA / "s2_abstracts.jsonl"], skip_bad=False)
     assert not skipped
     papers = {p.paper_id: p for r in results for p in r.papers}
     assert set(papers) == {"2311.10418", "s2:111"}
@@ -448,7 +448,7 @@ def test_zotero_feed_items_are_not_library_items(tmp_path: Path) -> None:
 def test_zotero_data_directory(library: Path) -> None:
     (library.parent / "storage").mkdir()
     (library.parent / "storage" / "notes.txt").write_text("Abstract: not a paper of the library\n")
-    results, _ = read_all([library.parent], skip_bad=False)
+    results, _, _ = read_all([library.parent], skip_bad=False)
     assert [r.layout for r in results] == ["zotero"]
 
 
@@ -750,7 +750,7 @@ def test_rag_s_own_export_reads_back_as_the_same_papers(fmt: str, name: str, tmp
     """`rag papers --format csl-json|ris` into a fresh index: the same papers and fields."""
     from tests.conftest import SEEDS
 
-    results, _ = read_all([SEEDS], skip_bad=False)
+    results, _, _ = read_all([SEEDS], skip_bad=False)
     seeds = merge_papers([p for r in results for p in r.papers])
     (tmp_path / name).write_text(export(seeds, fmt), encoding="utf-8")
     back = {p.abstract: p for p in read_file(tmp_path / name).papers}

@@ -27,6 +27,7 @@ from rag.cli.common import (
     filter_options,
     index_option,
     preload_model,
+    say_ingest,
 )
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
@@ -70,9 +71,10 @@ def cli(chroma_url: str | None, verbose: int, quiet: int) -> None:
                    "index keeps the kind it was built with.")
 @click.option("--watch", is_flag=True,
               help="Then follow PATHS: new and changed files are ingested, deleted files' papers removed.")
+@click.option("--json", "as_json", is_flag=True, help="Print what was read and indexed as JSON.")
 def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bool, replace: bool,
            collection: str | None, quiet: bool, categories: tuple[str, ...], since: str | None,
-           fast: bool, watch: bool) -> None:
+           fast: bool, watch: bool, as_json: bool) -> None:
     """Parse abstract dumps (default: seeds/) and add them to the index."""
     if watch:
         if fast:
@@ -86,16 +88,7 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
                  replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since),
                  collection=collection)
-    for note in report.notes:
-        click.echo(f"read: {note}", err=True)
-    for problem in report.skipped:
-        click.echo(f"skipped: {problem}", err=True)
-    for merge in report.merges:
-        hint = " (--replace takes the other)" if merge.differ and not replace else ""
-        click.echo(f"merged: {merge.describe()}{hint}", err=True)
-    for deletion in report.deletions:
-        click.echo(f"PubMed deleted {deletion}", err=True)
-    click.echo(report.summary())
+    say_ingest(report, replace, as_json)
 
 
 @cli.command()

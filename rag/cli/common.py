@@ -98,3 +98,22 @@ def _ensure_index(settings: Any) -> Any:
 
     store = open_index(settings, say=lambda text: click.echo(text, err=True))
     return Retriever(settings, store=store)
+
+
+def say_ingest(report: Any, replace: bool, as_json: bool) -> None:
+    """What an ingest read, merged and left out (stderr), then its summary or its JSON."""
+    for note in report.notes:
+        click.echo(f"read: {note}", err=True)
+    for problem in report.skipped:
+        click.echo(f"skipped: {problem}", err=True)
+    for unread in report.unread:
+        click.echo(f"not read: {unread}", err=True)
+    for merge in report.merges:
+        hint = " (--replace takes the other)" if merge.differ and not replace else ""
+        click.echo(f"merged: {merge.describe()}{hint}", err=True)
+    for deletion in report.deletions:
+        click.echo(f"PubMed deleted {deletion}", err=True)
+    if as_json:
+        emit_json(report.to_public())
+    else:
+        click.echo(report.summary())

@@ -23,7 +23,7 @@ from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date, sha
 from rag.corpus.streams import damaged_gzip
 from rag.errors import InputError, ParseError
 
-__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "where"]
+__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "unread_in", "where"]
 log = logging.getLogger(__name__)
 
 
@@ -38,7 +38,7 @@ def _max_file_bytes() -> int:
 
 MAX_FILE_BYTES = _max_file_bytes()
 GZIP_MAGIC = b"\x1f\x8b"
-SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".nbib", ".xml", ".gz", ".sqlite", ""}  # not .md: a README is no corpus
+SUFFIXES = {".txt", ".jsonl", ".json", ".ndjson", ".bib", ".ris", ".nbib", ".xml", ".gz", ".sqlite", ".pdf", ""}  # not .md: a README is no corpus
 
 
 @dataclass
@@ -88,6 +88,19 @@ def expand_paths(paths: list[Path]) -> list[Path]:
     return out
 
 
+def unread_in(paths: list[Path]) -> list[str]:
+    """The files inside named folders that `expand_paths` leaves out for their kind (a .md, a
+    .docx), each with the reason: a folder ingest names every file it did not read."""
+    out = []
+    for p in paths:
+        if p.is_dir() and not (p / "zotero.sqlite").is_file():
+            for f in sorted(p.rglob("*")):
+                hidden = any(part.startswith(".") for part in f.relative_to(p).parts)
+                if f.is_file() and not hidden and f.suffix.lower() not in SUFFIXES:
+                    out.append(f"{display_path(f)}: not read ({f.suffix} files hold no format rag reads)")
+    return out
+
+
 def _decode(data: bytes, source: str) -> str:
     if not data.strip():
         raise ParseError(source, None, "file is empty", "point at a file with abstracts in it")
@@ -115,6 +128,11 @@ def read_file(path: Path, restrict: Restrict | None = None, collection: str | No
 
     source = display_path(path)
     _regular(path, source)  # before anything opens it: opening a FIFO blocks
+    if _is_pdf(path):
+        from rag.corpus import pdf
+
+        _within_limit(path, source)
+        return _finish(FileResult(path, source, pdf.LAYOUT), pdf.read_pdf(path, source), [], restrict)
     stream = open_stream(path, source, collection)
     if stream is not None:
         papers = list(stream.papers)
@@ -140,6 +158,23 @@ def read_file(path: Path, restrict: Restrict | None = None, collection: str | No
         raise ParseError(source, None, "content is in no known layout", LAYOUT_HELP)
     papers, problems = LAYOUTS[layout](text, source)
     return _finish(FileResult(path, source, layout, digest=sha(text)), papers, problems, restrict)
+
+
+def _is_pdf(path: Path) -> bool:
+    from rag.corpus import pdf
+
+    try:
+        with os.fdopen(os.open(path, os.O_RDONLY | os.O_NONBLOCK), "rb") as fh:
+            return stat.S_ISREG(os.fstat(fh.fileno()).st_mode) and pdf.detect(fh.read(1024))
+    except OSError:
+        return False  # said by the reader that opens it next
+
+
+def _within_limit(path: Path, source: str) -> None:
+    size = path.stat().st_size
+    if size > MAX_FILE_BYTES:
+        raise ParseError(source, None, f"file is {size / 2**20:.0f} MB; the limit is {MAX_FILE_BYTES // 2**20} MB",
+                         "split it into smaller files, or raise RAG_MAX_FILE_MB")
 
 
 def _regular(path: Path, source: str) -> None:
