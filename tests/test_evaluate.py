@@ -151,7 +151,7 @@ def test_ollama_judge_gives_the_verdicts(seeded_settings: Any, ollama_server: An
         '- id: fact-skrull\n  kind: fact\n  question: "What speedup does Skrull report over DeepSpeed?"\n'
         '  papers: ["seeds/000_1d593446947ebb0f.txt#1"]\n  facts: ["3.76"]\n')
     # One verdict: the citation scores take the answer's own (each pair is judged once).
-    ollama_server.replies = ["UNSUPPORTED"]
+    ollama_server.replies = ['{"supported": false, "quote": ""}']
     code = run_cli(seeded_settings.model_copy(update={"ollama_host": ollama_server.url}),
                    set_path=subset, llm="none", judge="ollama", out=tmp_path / "out")
     assert code == 0 and "nothing checked" in capsys.readouterr().out

@@ -147,7 +147,7 @@ def bad_runs(base: tuple[Path, Path], tmp_path_factory: pytest.TempPathFactory
     with (gen / "fifty_mb.txt").open("w", encoding="utf-8") as fh:
         fh.write(line * (50 * 2**20 // len(line) + 1))
     (gen / "empty_dir").mkdir()
-    (gen / "empty_dir" / "notes.pdf").write_bytes(b"%PDF-1.4")
+    (gen / "empty_dir" / "notes.docx").write_bytes(b"PK\x03\x04")  # a kind rag reads no format of
     paths = [BAD / name for name in BAD_FILES] + [gen / name for name in GENERATED]
     # a good new file named together with a bad one: neither may land
     good = small_corpus(gen / "good_new.jsonl", "fresh")

@@ -88,7 +88,7 @@ def test_a_cut_prompt_is_said(seeded_settings: Any, relay: Any, tmp_path: Path) 
         "num_predict": 16})
     with Pipeline(settings) as p:
         client = p.client()
-        client.context_window = lambda: 4096  # type: ignore[method-assign]  # what a server claims
+        client.context_window = lambda deadline=None: 4096  # type: ignore[method-assign]  # what a server claims
         ans = p.answer(LIST_Q, AskOptions(k=8))
     assert ans.usage and ans.usage["prompt_tokens"] <= 1024 // 2 + 2
     assert any("cut the prompt to fit its context" in n for n in ans.notices), ans.notices

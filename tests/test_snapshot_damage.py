@@ -113,8 +113,8 @@ def test_old_versions_caches_are_removed(fresh_settings: Any, tmp_path: Path) ->
     from rag.ingest import ingest
 
     def paper(i: int) -> str:
-        return ('{"id": "p%d", "title": "Paper %d", "abstract": "We study gradient compression for '
-                'distributed training and reduce communication by %d percent."}\n' % (i, i, 10 + i))
+        return (f'{{"id": "p{i}", "title": "Paper {i}", "abstract": "We study gradient compression for '
+                f'distributed training and reduce communication by {10 + i} percent."}}\n')
 
     (tmp_path / "a.jsonl").write_text(paper(1) + paper(2))
     ingest([tmp_path / "a.jsonl"], fresh_settings, show_progress=False)

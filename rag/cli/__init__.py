@@ -29,6 +29,7 @@ from rag.cli.common import (
     preload_model,
     say_ingest,
 )
+from rag.cli.indexes import index_group, papers_remove
 from rag.cli.mcp import mcp_command, watch_ingest
 from rag.cli.papers import papers
 from rag.errors import EXIT_ERROR, EXIT_LLM, InputError, RagError
@@ -138,8 +139,10 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
 
 
 cli.add_command(papers)
+papers.add_command(papers_remove)
 cli.add_command(mcp_command)
 cli.add_command(check)
+cli.add_command(index_group)
 
 
 def _debug() -> bool:

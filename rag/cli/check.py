@@ -13,7 +13,7 @@ from typing import Any
 
 import click
 
-from rag.cli.common import _ensure_index, _settings, emit_json, index_option
+from rag.cli.common import _ensure_index, _settings, emit_json, index_option, paper_named
 from rag.errors import EXIT_UNSUPPORTED, InputError
 
 _MARK = {"supported": "supported", "contradicted": "CONTRADICTED", "not_supported": "not supported"}
@@ -53,14 +53,7 @@ def check(target: str, paper_id: str | None, as_json: bool, index: str | None) -
     snapshot = retriever.snapshot()
     judge = Judge(retriever.embedder)
     if paper_id is not None:
-        paper = find_paper(snapshot, paper_id)
-        if paper is None:
-            from rag.export.keys import keyed
-
-            paper = keyed(snapshot.papers.values()).get(paper_id)
-        if paper is None:
-            raise InputError(f"no paper with id or citation key {paper_id!r} in the index "
-                             f"'{settings.index}'", "list ids with `rag papers`")
+        paper = paper_named(snapshot, paper_id, settings.index)
         _claim(judge, target, paper, as_json)
         return
     from rag.answering.drafts import all_supported, check_draft

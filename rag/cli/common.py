@@ -10,6 +10,8 @@ from typing import Any, TypeVar
 
 import click
 
+from rag.errors import InputError
+
 F = TypeVar("F", bound=Callable[..., Any])
 
 
@@ -59,8 +61,6 @@ def _not_blank(ctx: click.Context, param: click.Parameter, value: str | None) ->
     """An empty filter (or --index) was taken for none, silently (`rag ingest --category ""`
     is refused)."""
     if value is not None and not value.strip():
-        from rag.errors import InputError
-
         raise InputError(f"--{param.name} is empty", _BLANK_HINTS[str(param.name)])
     return value
 
@@ -117,3 +117,19 @@ def say_ingest(report: Any, replace: bool, as_json: bool) -> None:
         emit_json(report.to_public())
     else:
         click.echo(report.summary())
+
+
+def paper_named(snapshot: Any, given: str, index: str, more: str = "") -> Any:
+    """The paper `given` names in the index (its id, arXiv id, DOI, PMID, or the citation key
+    an export writes), or InputError naming it and how to list ids."""
+    from rag.retrieve.metadata import find_paper
+
+    paper = find_paper(snapshot, given)
+    if paper is None:  # a citation key, as an export from this index writes it
+        from rag.export.keys import keyed
+
+        paper = keyed(snapshot.papers.values()).get(given)
+    if paper is None:
+        raise InputError(f"no paper with id, citation key, arXiv id, DOI or PMID {given!r} in the "
+                         f"index '{index}'", "list ids with `rag papers`" + more)
+    return paper

