@@ -24,7 +24,9 @@ class Settings(BaseSettings):
     model_config = SettingsConfigDict(env_prefix="RAG_", extra="ignore")
 
     # Storage
-    home: Path = Field(Path(".rag"), description="Data directory for the index and the model cache.")
+    home: Path = Field(default_factory=lambda: default_home(), description="Data directory for "
+                       "the indexes: the user's data folder (`~/.local/share/rag` on Linux, under "
+                       "`XDG_DATA_HOME` when set), or `./.rag` where an earlier rag made one.")
     index: str = Field("default", description="Name of the corpus index (separate corpora side by side).")
     chroma_url: str | None = Field(
         None, description="URL of a Chroma server (`chroma run`); unset: embedded store under home."
@@ -219,6 +221,20 @@ class Settings(BaseSettings):
     @property
     def index_dir(self) -> Path:
         return self.home / "chroma"
+
+
+LEGACY_HOME = Path(".rag")  # where rag kept its data before it used the user's data folder
+
+
+def default_home() -> Path:
+    """The user's data folder (platformdirs: ~/.local/share/rag on Linux, honouring
+    XDG_DATA_HOME), the same from any folder; an existing ./.rag of an earlier rag is kept, so
+    that no index is lost on upgrade (`rag` says so once)."""
+    if LEGACY_HOME.is_dir():
+        return LEGACY_HOME
+    from platformdirs import user_data_dir
+
+    return Path(user_data_dir("rag", appauthor=False))
 
 
 def env_name(field: str) -> str:

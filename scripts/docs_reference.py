@@ -76,6 +76,8 @@ def _default(name: str, value: Any) -> str:
         return "empty"
     if name == "model_cache":  # depends on the machine's $HOME / $XDG_CACHE_HOME
         return "`~/.cache/rag`"
+    if name == "home":  # the user's data folder (rag.config.default_home)
+        return "`~/.local/share/rag`"
     if isinstance(value, float) and value.is_integer():
         value = int(value)
     return f"`{value}`"

@@ -6,6 +6,7 @@ import os
 import shutil
 import subprocess
 import sys
+import tempfile
 from collections.abc import Iterator
 from pathlib import Path
 
@@ -18,6 +19,9 @@ RAG = str(Path(sys.executable).parent / "rag")
 os.environ.setdefault("HF_HUB_OFFLINE", "1")
 # Never reach a real Ollama from tests by accident.
 os.environ["OLLAMA_HOST"] = "http://127.0.0.1:9"
+# Nor the user's own data folder (rag.config.default_home): a session's own, unless RAG_HOME
+# names one (run_rag gives each working directory its own, below).
+os.environ["XDG_DATA_HOME"] = tempfile.mkdtemp(prefix="rag-tests-data-")
 
 
 @pytest.fixture(scope="session")
@@ -56,8 +60,11 @@ def workdir(tmp_path: Path) -> Path:
 
 def run_rag(*args: str, cwd: Path, env: dict[str, str] | None = None,
             timeout: float = 180) -> subprocess.CompletedProcess[str]:
-    """Run the installed `rag` command in a subprocess."""
+    """Run the installed `rag` command in a subprocess; without RAG_HOME its data folder is
+    the working directory's own (`CWD/.data/rag`), as a user's would be their own."""
     full_env = {**os.environ, **(env or {})}
+    if "RAG_HOME" not in full_env and "XDG_DATA_HOME" not in (env or {}):
+        full_env["XDG_DATA_HOME"] = str(cwd / ".data")
     return subprocess.run([RAG, *args], cwd=cwd, env=full_env, capture_output=True, text=True,
                           timeout=timeout, stdin=subprocess.DEVNULL)
 

@@ -50,13 +50,14 @@ def test_quick_start_main_command_answers_with_citations(tmp_path: Path) -> None
             (tmp_path / name).parent.mkdir(parents=True, exist_ok=True)
             shutil.copy2(src, tmp_path / name)
     (tmp_path / ".venv").symlink_to(ROOT / ".venv")
-    env = {**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9"}
+    env = {**os.environ, "OLLAMA_HOST": "http://127.0.0.1:9", "XDG_DATA_HOME": str(tmp_path / "data")}
     env.pop("RAG_HOME", None)
     res = subprocess.run(["bash", "-c", quick_start()[0]], cwd=tmp_path, env=env,
                          capture_output=True, text=True, timeout=600)
     assert res.returncode == 0, res.stderr[-2000:]
     assert "is empty: ingesting seeds/ first" in res.stderr
-    assert (tmp_path / ".rag").is_dir()
+    assert (tmp_path / "data" / "rag" / "chroma").is_dir()  # the user's data folder
+    assert not (tmp_path / ".rag").exists()  # nothing of it in the folder rag ran in
     for name in ("Skrull", "DeepSpeed-Ulysses", "Buff"):
         assert re.search(rf"^- {re.escape(name)}: .+\[\d+\]\.$", res.stdout, re.M), res.stdout
     assert "\nReferences\n" in res.stdout

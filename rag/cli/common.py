@@ -25,11 +25,23 @@ def _settings(index: str | None = None, **overrides: Any) -> Any:
         from rag.logs import configure  # starts without rag.config (pydantic)
 
         ctx.meta["rag.logs"] = configure(s.log_level, ctx.meta.get("rag.verbosity", 0))
+        _say_legacy_home(s)
     if ctx is not None and ctx.find_root().params.get("chroma_url"):
         updates["chroma_url"] = ctx.find_root().params["chroma_url"]
     if index:
         updates["index"] = index
     return s.model_copy(update=updates) if updates else s
+
+
+def _say_legacy_home(settings: Any) -> None:
+    """One line when the data are read from an earlier rag's ./.rag, not the data folder."""
+    from rag.config import LEGACY_HOME
+
+    if "home" not in settings.model_fields_set and settings.home == LEGACY_HOME:
+        from platformdirs import user_data_dir
+
+        click.echo(f"note: using ./.rag, the data folder an earlier rag made here; to use it from any "
+                   f"folder, move it to {user_data_dir('rag', appauthor=False)} or set RAG_HOME", err=True)
 
 
 def _remote() -> Any:
