@@ -19,21 +19,13 @@ from typing import Any
 import numpy as np
 
 from rag.config import Settings
-from rag.corpus import (
-    FileResult,
-    Paper,
-    Restrict,
-    expand_paths,
-    read_file,
-    semantic_scholar,
-    unread_in,
-)
+from rag.corpus import Paper, Restrict, read_all  # read_all: imported from here too
 from rag.corpus.merge import Merge
 from rag.corpus.reingest import plan
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
-from rag.errors import IndexStoreError, InputError, ParseError, Unreadable
+from rag.errors import IndexStoreError, InputError
 from rag.logs import progress
 from rag.store import Chunk, Store
 from rag.store import format as store_format
@@ -96,50 +88,6 @@ class IngestReport:
 
     def left_out_text(self) -> str:
         return ", ".join(f"{n:,} {why}" for why, n in self.left_out.items())
-
-
-def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None,
-             collection: str | None = None) -> tuple[list[FileResult], list[str], list[str]]:
-    """Parse every file first; bad input stops everything unless skip_bad. Also: the files
-    not read, each with the reason (of a kind rag does not read, a PDF with no abstract)."""
-    results: list[FileResult] = []
-    skipped: list[str] = []
-    unread = unread_in(paths)
-    files = list(expand_paths(paths))
-    for path in files:
-        try:
-            result = read_file(path, restrict, collection)
-        except Unreadable as exc:
-            if len(files) == 1:
-                raise
-            unread.append(exc.message)  # named and passed over: the folder's others are read
-            continue
-        except ParseError as exc:
-            if not skip_bad and len(files) > 1:
-                # one unreadable file (a README.txt among the exports) stops the whole folder:
-                # say how to ingest the others without it
-                exc.hint = "; or ".join(filter(None, [exc.hint, (
-                    f"pass --skip-bad to ingest the other {len(files) - 1} file(s) without it")]))
-            if not skip_bad:
-                raise
-            skipped.append(str(exc))
-            continue
-        if result.problems:
-            if not skip_bad:
-                first = result.problems[0]
-                raise ParseError(
-                    result.source, first.line,
-                    f"{len(result.papers)} good and {len(result.problems)} bad record(s); first: "
-                    + first.message.split(": ", 1)[-1],
-                    "fix the file, or pass --skip-bad to ingest the good records only",
-                )
-            skipped.extend(str(p) for p in result.problems)
-        results.append(result)
-    if collection and not any(r.layout == "zotero" for r in results):
-        raise InputError(f"--collection {collection!r} names a Zotero collection, and no Zotero "
-                         "library was among the files", "point at zotero.sqlite or the Zotero data directory")
-    semantic_scholar.join(results)  # dataset papers meet their abstracts from other files
-    return results, skipped, unread
 
 
 def make_chunks(paper: Paper, splitter: object) -> list[Chunk]:
@@ -349,16 +297,54 @@ def _embed_group(group: list[tuple[Paper, list[Chunk]]], sentences: dict[str, li
     return rows, sent_rows
 
 
+DEMO = "demo"  # the index of the demo papers (settings.seeds), apart from the user's own
+
+
 def open_index(settings: Settings, say: Callable[[str], None] | None = None,
                show_progress: bool = True, empty_ok: bool = False) -> Store:
-    """The store of settings.index, to read from: the default index is made, and filled from
-    settings.seeds when empty (`ensure_seeded`); a named one must exist and hold papers, and a
-    mistyped name leaves no empty index behind. `empty_ok`: a named index may be new or empty
-    (`rag mcp --allow-ingest`, whose ingest tool fills it)."""
+    """The store of settings.index, to read from: while the default index holds none of the
+    user's papers, the demo index (filled from settings.seeds on first use) is read instead,
+    so that the user's `rag ingest PATH` makes the default index theirs alone; a named one must
+    exist and hold papers, and a mistyped name leaves no empty index behind. `empty_ok`: a
+    named index may be new or empty (`rag mcp --allow-ingest`, whose ingest tool fills it).
+    The store's `settings.index` says which index it is."""
     default = settings.index == Settings.model_fields["index"].default
     store = Store(settings, create=default or empty_ok)
+    if default and not empty_ok and store.count() == 0:
+        refuse_unless_seeds(settings, store)
+        store.close()
+        demo = Store(settings.model_copy(update={"index": DEMO}), create=True)
+        if demo.count() == 0:
+            seed(demo.settings, demo, say, show_progress)
+        if say:
+            say(f"answering from the demo index ({len(demo.paper_states())} papers of {settings.seeds}/): "
+                "`rag ingest PATH` makes the default index yours")
+        return demo
     ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)
     return store
+
+
+def refuse_unless_seeds(settings: Settings, store: Store) -> None:
+    """An empty default index built from the user's own files under other chunk settings (or
+    an earlier rag's chunking) is refused, not passed over: their library would seem gone.
+    Seed files are known by name, wherever the checkout that read them was."""
+    seeds = settings.seeds
+    seed_files = {f.name for f in seeds.iterdir()} if seeds.is_dir() else set()
+    if any(Path(f).name not in seed_files for f in built_from(settings, store.client, store.name)):
+        raise built_otherwise(settings, store.client, store.name)
+
+
+def seed(settings: Settings, store: Store, say: Callable[[str], None] | None, show_progress: bool) -> None:
+    """settings.seeds ingested into `store`, said."""
+    seeds = settings.seeds
+    if not seeds.exists():
+        raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
+                              "run `rag ingest PATH` first, or set RAG_SEEDS to a corpus directory")
+    if say:
+        say(f"index '{settings.index}' is empty: ingesting {seeds}/ first")
+    report = ingest([seeds], settings, store=store, show_progress=show_progress)
+    if say:
+        say(report.summary())
 
 
 def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] | None = None,
@@ -375,18 +361,5 @@ def ensure_seeded(settings: Settings, store: Store, say: Callable[[str], None] |
             return
         raise IndexStoreError(f"the index '{settings.index}' is empty",
                               f"fill it with `rag ingest PATH --index {settings.index}`")
-    seeds = settings.seeds
-    # The default index holding the user's own papers under other chunk settings (or an
-    # earlier rag's chunking) is refused: filled from seeds/ alone, their library would seem
-    # gone. Seed files are known by name, wherever the checkout that read them was.
-    seed_files = {f.name for f in seeds.iterdir()} if seeds.is_dir() else set()
-    if any(Path(f).name not in seed_files for f in built_from(settings, store.client, store.name)):
-        raise built_otherwise(settings, store.client, store.name)
-    if not seeds.exists():
-        raise IndexStoreError(f"the index '{settings.index}' is empty and {seeds}/ does not exist",
-                              "run `rag ingest PATH` first, or set RAG_SEEDS to a corpus directory")
-    if say:
-        say(f"index '{settings.index}' is empty: ingesting {seeds}/ first")
-    report = ingest([seeds], settings, store=store, show_progress=show_progress)
-    if say:
-        say(report.summary())
+    refuse_unless_seeds(settings, store)
+    seed(settings, store, say, show_progress)

@@ -507,7 +507,7 @@ def test_search_on_an_empty_index_ingests_seeds_first(workdir: Path) -> None:
     home = workdir / ".rag"
     first = run_rag("search", "long-context fine-tuning data scheduler", "--json", cwd=workdir, env=env(home))
     assert first.returncode == 0, first.stderr
-    assert "index 'default' is empty: ingesting seeds/ first" in first.stderr
+    assert "index 'demo' is empty: ingesting seeds/ first" in first.stderr  # the demo papers apart
     assert "5 papers: 5 new" in first.stderr
     results = json.loads(first.stdout)["results"]
     assert results[0]["label"] == "Skrull"

@@ -59,6 +59,8 @@ def load_pipeline(settings: Settings, say: Any = None, empty_ok: bool = False) -
 
     preload_for(settings)
     store = open_index(settings, say=say, show_progress=False, empty_ok=empty_ok)
+    if store.settings.index != settings.index:  # the demo index (rag.ingest.open_index)
+        settings = settings.model_copy(update={"index": store.settings.index})
     pipeline = Pipeline(settings, Retriever(settings, store=store))
     pipeline.retriever.snapshot()  # chunk texts and the BM25 index
     pipeline.retriever.embed_query("warm up")  # the ONNX session
@@ -186,7 +188,7 @@ def serve(settings: Settings, host: str = "127.0.0.1", port: int = 8000) -> None
     _check_port(host, port)  # before the models load: fail in a second, not after ten
     pipeline = load_pipeline(settings, log.info)
     log.info("rag %s: index '%s' (%d papers); chat page at http://%s:%d/ , API docs at /docs",
-             __version__, settings.index, pipeline.corpus_size(), host, port)
+             __version__, pipeline.settings.index, pipeline.corpus_size(), host, port)
     app = create_app(settings, pipeline=pipeline)
     # uvicorn's loggers get rag's configuration (the level `rag -v/-q` and RAG_LOG_LEVEL set).
     level = logging.getLevelName(logging.getLogger("rag").getEffectiveLevel())

@@ -86,6 +86,8 @@ def ingest(paths: tuple[Path, ...], index: str | None, prune: bool, skip_bad: bo
     from rag.ingest import ingest as run
 
     settings = _settings(index, chunk_vectors="sentences" if fast else None)
+    if not paths and not index:  # the demo papers go to the demo index, not the user's own
+        settings = settings.model_copy(update={"index": "demo"})  # rag.ingest.DEMO
     report = run(list(paths) or [settings.seeds], settings, prune=prune, skip_bad=skip_bad,
                  replace=replace, show_progress=not quiet, restrict=Restrict.parse(categories, since),
                  collection=collection)
@@ -119,7 +121,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
         hits = retriever.search(query, k, parsed)
         from rag.schema import search_public
 
-        result = search_public(query, settings.index, hits)
+        result = search_public(query, retriever.settings.index, hits)
     if as_json:
         emit_json(result)
         return
@@ -277,7 +279,8 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
     preload_model(settings)  # while the answering core is imported and the index opened
     from rag.answering import Pipeline
 
-    pipeline = Pipeline(settings, _ensure_index(settings))
+    retriever = _ensure_index(settings)  # the demo index while the default holds no paper
+    pipeline = Pipeline(retriever.settings, retriever)
     if as_json:
         answer = pipeline.answer(question, options)
         emit_json(answer.to_public())
@@ -319,7 +322,8 @@ def chat(as_json: bool, index: str | None, **values: Any) -> None:
     options = _ask_options(values)
     options.to_filters()  # a bad filter is refused before the index is opened (or filled)
     settings = _settings(index)
-    pipeline = Pipeline(settings, _ensure_index(settings))
+    retriever = _ensure_index(settings)  # the demo index while the default holds no paper
+    pipeline = Pipeline(retriever.settings, retriever)
     history: list[dict[str, str]] = []
     last: dict[str, Any] | None = None
     click.echo("Ask about the abstracts. Commands: /sources /reset /quit", err=True)
@@ -389,6 +393,5 @@ def eval_cmd(set_path: Path, llm: str, model: str | None, judge: str, out: Path,
     """Score answers on a question set; exit 5 when a metric is below its threshold."""
     from rag.eval.run import run_cli
 
-    settings = _settings(index)
-    _ensure_index(settings)
+    settings = _ensure_index(_settings(index)).settings  # the demo index, as `rag ask` reads it
     sys.exit(run_cli(settings, set_path=set_path, llm=llm, model=model, judge=judge, out=out))

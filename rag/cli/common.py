@@ -109,7 +109,14 @@ def _ensure_index(settings: Any) -> Any:
     from rag.retrieve import Retriever
 
     store = open_index(settings, say=lambda text: click.echo(text, err=True))
-    return Retriever(settings, store=store)
+    return Retriever(reading(settings, store), store=store)
+
+
+def reading(settings: Any, store: Any) -> Any:
+    """The settings of the index the store is (the demo index, while the default holds none of
+    the user's papers: rag.ingest.open_index)."""
+    index = store.settings.index
+    return settings if index == settings.index else settings.model_copy(update={"index": index})
 
 
 def say_ingest(report: Any, replace: bool, as_json: bool) -> None:

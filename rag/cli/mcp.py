@@ -76,7 +76,7 @@ def mcp_command(index: str | None, allow_ingest: Path | None, watch_paths: tuple
 
     jobs = [lambda: awatch(list(watch_paths), settings, report, pipeline.retriever.store, prune)] \
         if watch_paths else []
-    _say(f"rag mcp: index '{settings.index}' ({pipeline.corpus_size()} papers), serving on stdio")
+    _say(f"rag mcp: index '{pipeline.settings.index}' ({pipeline.corpus_size()} papers), serving on stdio")
     try:
         run_stdio(server, *jobs)
     finally:

@@ -13,7 +13,7 @@ import zlib
 from dataclasses import dataclass, field
 from pathlib import Path
 
-from rag.corpus import arxiv, bibtex, medline, ris
+from rag.corpus import arxiv, bibtex, medline, ris, semantic_scholar
 from rag.corpus.arxiv import Restrict
 from rag.corpus.formats import split_arxiv_id
 from rag.corpus.layouts import LAYOUT_HELP, LAYOUTS, detect
@@ -21,9 +21,9 @@ from rag.corpus.limits import MAX_ABSTRACT_CHARS
 from rag.corpus.merge import merge_papers, where
 from rag.corpus.paper import Paper, clean_doi, make_paper_id, real_date, sha
 from rag.corpus.streams import damaged_gzip
-from rag.errors import InputError, ParseError
+from rag.errors import InputError, ParseError, Unreadable
 
-__all__ = ["Paper", "FileResult", "Restrict", "read_file", "expand_paths", "merge_papers", "unread_in", "where"]
+__all__ = ["Paper", "FileResult", "Restrict", "read_all", "read_file", "expand_paths", "merge_papers", "unread_in", "where"]
 log = logging.getLogger(__name__)
 
 
@@ -295,3 +295,47 @@ def infer_metadata(paper: Paper) -> None:
     if not paper.year and ym:
         yy = int(ym.group(1))
         paper.year = yy + (1900 if yy >= 91 else 2000)
+
+
+def read_all(paths: list[Path], skip_bad: bool, restrict: Restrict | None = None,
+             collection: str | None = None) -> tuple[list[FileResult], list[str], list[str]]:
+    """Parse every file first; bad input stops everything unless skip_bad. Also: the files
+    not read, each with the reason (of a kind rag does not read, a PDF with no abstract)."""
+    results: list[FileResult] = []
+    skipped: list[str] = []
+    unread = unread_in(paths)
+    files = list(expand_paths(paths))
+    for path in files:
+        try:
+            result = read_file(path, restrict, collection)
+        except Unreadable as exc:
+            if len(files) == 1:
+                raise
+            unread.append(exc.message)  # named and passed over: the folder's others are read
+            continue
+        except ParseError as exc:
+            if not skip_bad and len(files) > 1:
+                # one unreadable file (a README.txt among the exports) stops the whole folder:
+                # say how to ingest the others without it
+                exc.hint = "; or ".join(filter(None, [exc.hint, (
+                    f"pass --skip-bad to ingest the other {len(files) - 1} file(s) without it")]))
+            if not skip_bad:
+                raise
+            skipped.append(str(exc))
+            continue
+        if result.problems:
+            if not skip_bad:
+                first = result.problems[0]
+                raise ParseError(
+                    result.source, first.line,
+                    f"{len(result.papers)} good and {len(result.problems)} bad record(s); first: "
+                    + first.message.split(": ", 1)[-1],
+                    "fix the file, or pass --skip-bad to ingest the good records only",
+                )
+            skipped.extend(str(p) for p in result.problems)
+        results.append(result)
+    if collection and not any(r.layout == "zotero" for r in results):
+        raise InputError(f"--collection {collection!r} names a Zotero collection, and no Zotero "
+                         "library was among the files", "point at zotero.sqlite or the Zotero data directory")
+    semantic_scholar.join(results)  # dataset papers meet their abstracts from other files
+    return results, skipped, unread
