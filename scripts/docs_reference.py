@@ -9,7 +9,9 @@ place, what NAME's generator writes from the code, so the reference cannot drift
     openapi    every endpoint and schema of `rag serve`'s OpenAPI document
                (rag.api.app.create_app), which is also written to reference/openapi.json
 
-Run alone, it prints one generated block: `python scripts/docs_reference.py settings`.
+Run alone, it prints one generated block: `python scripts/docs_reference.py settings`; with
+`--write` it writes every block into its page, where it is committed (so that the pages read
+whole on a code host; a test checks that they are current).
 """
 
 from __future__ import annotations
@@ -30,6 +32,9 @@ if str(ROOT) not in sys.path:  # the checkout being documented, not an installed
     sys.path.insert(0, str(ROOT))
 
 MARKER = re.compile(r"^<!-- generated: (\w+) -->$", re.M)  # a line of its own
+# A block as committed: the marker, what its generator wrote, the end marker. Committed so that
+# the pages read whole on a code host too; tests/test_docs.py checks they are current.
+BLOCK = re.compile(r"^<!-- generated: (\w+) -->\n(?:.*?\n)?<!-- end generated: \1 -->$", re.M | re.S)
 
 # Read by rag outside Settings (tests/test_docs.py checks that every RAG_ variable the code
 # reads is on the page); Settings' own fields come from the class.
@@ -253,14 +258,22 @@ GENERATORS = {"settings": settings_reference, "cli": cli_reference, "openapi": o
 
 # --- the MkDocs hook ----------------------------------------------------------------------
 
-def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+def fill(markdown: str, where: str = "") -> str:
+    """The page with each generated block written anew from the code (a marker without its
+    block, or a block gone stale, alike)."""
     def generated(match: re.Match[str]) -> str:
         name = match.group(1)
         if name not in GENERATORS:
-            raise ValueError(f"{page.file.src_uri}: no generator named {name!r} "
+            raise ValueError(f"{where}: no generator named {name!r} "
                              f"(scripts/docs_reference.py has {', '.join(GENERATORS)})")
-        return GENERATORS[name]()
+        return f"<!-- generated: {name} -->\n{GENERATORS[name]().rstrip()}\n<!-- end generated: {name} -->"
+
+    markdown = BLOCK.sub(lambda m: f"<!-- generated: {m.group(1)} -->", markdown)
     return MARKER.sub(generated, markdown)
+
+
+def on_page_markdown(markdown: str, page: Any, **_: Any) -> str:
+    return fill(markdown, page.file.src_uri)
 
 
 def on_files(files: Any, config: Any, **_: Any) -> Any:
@@ -271,7 +284,21 @@ def on_files(files: Any, config: Any, **_: Any) -> Any:
     return files
 
 
+def write_pages() -> list[str]:
+    """Rewrite the committed blocks of docs/reference/ (`--write`); the pages changed."""
+    changed = []
+    for page in sorted((ROOT / "docs").rglob("*.md")):
+        text = page.read_text(encoding="utf-8")
+        if MARKER.search(text) and (new := fill(text, str(page))) != text:
+            page.write_text(new, encoding="utf-8")
+            changed.append(str(page.relative_to(ROOT)))
+    return changed
+
+
 if __name__ == "__main__":
+    if sys.argv[1:] == ["--write"]:
+        print("\n".join(write_pages()) or "the reference pages are current")
+        raise SystemExit(0)
     names = sys.argv[1:] or list(GENERATORS)
     unknown = [n for n in names if n not in GENERATORS]
     if unknown:

@@ -36,6 +36,16 @@ def _pages() -> dict[str, str]:
     return {str(p.relative_to(DOCS)): p.read_text() for p in DOCS.rglob("*.md")}
 
 
+def test_the_committed_reference_pages_are_current(reference: ModuleType) -> None:
+    """The reference pages read whole on a code host: their generated blocks are committed, and
+    are what the code generates now."""
+    for name, text in _pages().items():
+        if reference.MARKER.search(text):
+            assert reference.BLOCK.search(text), f"docs/{name}: its generated block is not committed"
+            assert reference.fill(text) == text, \
+                f"docs/{name} is stale: run `python scripts/docs_reference.py --write`"
+
+
 def test_each_reference_page_holds_its_generated_block(reference: ModuleType) -> None:
     markers = {}
     for name, text in _pages().items():
