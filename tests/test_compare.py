@@ -60,6 +60,10 @@ def test_a_named_paper_missing_from_the_index_is_said(offline) -> None:  # type:
     assert [r["label"] for r in public["table"]["rows"]] == ["Skrull", "HEAT"]
     assert public["matched"] == 2  # the papers compared, as the header says
     assert "“Zorblax” is not in the index" in public["answer"]
+    # the last of the run after its article: named too, not dropped
+    public = offline.answer("Compare Skrull, HEAT and the Zorblaxformer").to_public()
+    assert [r["label"] for r in public["table"]["rows"]] == ["Skrull", "HEAT"]
+    assert "“Zorblaxformer” is not in the index" in public["answer"], public["answer"]
     # one known paper against an unknown name: its row, and the name said, not an abstention
     for question in ("Compare the speedups reported by Skrull and Zorblax", "Skrull vs Zorblax"):
         public = offline.answer(question).to_public()
