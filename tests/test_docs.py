@@ -234,3 +234,20 @@ def test_the_json_page_names_every_field_of_an_answer() -> None:
         missing = sorted(f for f in set(model.model_fields) - {"export"} if f"`{f}`" not in section)
         assert missing == [], f"document on docs/reference/json.md: {model.__name__} {missing}"
     assert "`export`" in section or "export:" in section
+
+
+def test_the_exit_codes_page_lists_every_exit_code_and_the_sizes_are_measured() -> None:
+    """The documented exit codes are rag's own, and the model cache's documented size is what
+    the cache holds (within 5%)."""
+    import rag.errors as errors
+    from rag.config import get_settings
+
+    page = (DOCS / "reference" / "exit-codes.md").read_text()
+    listed = {int(m) for m in re.findall(r"^\| (\d+) \|", page, re.M)}
+    codes = {v for k, v in vars(errors).items() if k.startswith("EXIT_")}
+    assert listed == codes | {130}, (listed, codes)
+    started = (DOCS / "getting-started.md").read_text()
+    said = int(re.search(r"`RAG_MODEL_CACHE`, (\d+) MB", started).group(1))  # type: ignore[union-attr]
+    cache = get_settings().model_cache
+    held = sum(f.stat().st_size for f in cache.glob("all-MiniLM-L6-v2*")) / 2**20
+    assert abs(held - said) <= 0.05 * said, (said, held)
