@@ -148,17 +148,3 @@ def named_but_missing(text: str, allowed: frozenset[str] = frozenset()) -> list[
                 break
             obj = getattr(obj, attr)
     return missing
-
-
-
-# The files that take minutes, first: with `-n 2 --dist loadfile` each file goes whole to the
-# next free worker in collection order, and these last left one worker running alone for the
-# suite's last minutes (CI's --durations: the PubMedQA corpus 230 s, the real model's files
-# 150 s and 110 s). Test order is otherwise unchanged (and random with -p randomly).
-SLOWEST_FILES = ("test_eval_corpora.py", "test_real_model.py", "test_real_model_evals.py",
-                 "test_faults.py", "test_named_index.py", "test_model_limits.py")
-
-
-def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
-    rank = {name: i for i, name in enumerate(SLOWEST_FILES)}
-    items.sort(key=lambda item: rank.get(item.path.name, len(rank)))  # stable: the rest as collected

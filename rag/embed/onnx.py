@@ -12,6 +12,7 @@ check the vectors agree.
 
 from __future__ import annotations
 
+import atexit
 import contextlib
 import logging
 import os
@@ -310,7 +311,17 @@ def preload(cache_dir: Path, threads: int = 0, device: str = "cpu", precision: s
             _embedder(*key)
 
     _loading[key] = thread = threading.Thread(target=load, name="rag-model-load", daemon=True)
+    if len(_loading) == 1:
+        atexit.register(_finish_loading)
     thread.start()
+
+
+def _finish_loading() -> None:
+    """At exit, wait for a model still loading: a process that exits on an error (a mistyped
+    index) while onnxruntime builds its session in the loading thread was aborted by the C++
+    runtime ("terminate called without an active exception", exit -6)."""
+    for thread in list(_loading.values()):
+        thread.join(timeout=60)
 
 
 @lru_cache(maxsize=4)
