@@ -121,8 +121,9 @@ class _Handler(BaseHTTPRequestHandler):
         while (left := ends - time.monotonic()) > 0:
             if self.server.stopping.is_set():
                 return True
-            ready, _, _ = select.select([self.connection], [], [], min(left, 0.1))
-            if ready:
+            poller = select.poll()  # not select(): a busy worker's descriptors pass 1024
+            poller.register(self.connection, select.POLLIN)
+            if poller.poll(int(min(left, 0.1) * 1000)):
                 try:
                     if self.connection.recv(1, socket.MSG_PEEK) == b"":
                         return True
