@@ -317,7 +317,7 @@ def open_index(settings: Settings, say: Callable[[str], None] | None = None,
         if demo.count() == 0:
             seed(demo.settings, demo, say, show_progress)
         if say:
-            say(f"answering from the demo index ({len(demo.paper_states())} papers of {settings.seeds}/): "
+            say(f"answering from the demo index (the papers of {settings.seeds}/): "
                 "`rag ingest PATH` makes the default index yours")
         return demo
     ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)

@@ -36,7 +36,7 @@ MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
 # A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by
 # commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
 _NAME = r"[A-Z][\w\-.]*[\w]"
-# "Skrull, Zorblax and the Transformer": a name may follow its article in the run
+# "Alpha, Beta and the Gamma": a name may follow its article in the run
 _RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus)\s+)(?:the\s+)?{_NAME})+")
 
 
