@@ -339,6 +339,10 @@ def main() -> None:
     ap.add_argument("--questions", type=int, default=20,
                     help="fact and list questions each, answered offline in one warm process")
     ap.add_argument("--sweep", default="10,50,100,200,400", help="ef_search values to try")
+    ap.add_argument("--standin", action="store_true",
+                    help="embed with benchmarks/standin_embedder.py's stand-in model (a seeded "
+                         "token table: costs, never quality) in every process, so that 100,000 "
+                         "abstracts ingest in minutes; the real model's rate is measured without it")
     ap.add_argument("--worker", help=argparse.SUPPRESS)
     ap.add_argument("--ef", type=int, help=argparse.SUPPRESS)
     ap.add_argument("--cache", help=argparse.SUPPRESS)
@@ -365,6 +369,10 @@ def main() -> None:
     home = Path(tempfile.mkdtemp(prefix="rag-scale-")) if temp else args.home
     corpus = home / "corpus"
     env = bench_env(home, RAG_INDEX=INDEX, RAG_SEEDS=str(home / "no-seeds"))
+    if args.standin:
+        from standin_embedder import write as write_standin
+
+        env["RAG_MODEL_CACHE"] = str(write_standin(home / "standin-model"))
     print(f"RAG_HOME {home}, index '{INDEX}'; {load()}", flush=True)
     try:
         ingest: dict = {}

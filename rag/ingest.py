@@ -14,7 +14,7 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 import numpy as np
 
@@ -31,6 +31,7 @@ from rag.store import Chunk, Store
 from rag.store import format as store_format
 from rag.store.indexes import built_from, built_otherwise, built_with_others, collection_names
 from rag.store.lock import ingest_lock
+from rag.store.quick import QuickStore, remember, remember_served
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -307,21 +308,38 @@ def open_index(settings: Settings, say: Callable[[str], None] | None = None,
     so that the user's `rag ingest PATH` makes the default index theirs alone; a named one must
     exist and hold papers, and a mistyped name leaves no empty index behind. `empty_ok`: a
     named index may be new or empty (`rag mcp --allow-ingest`, whose ingest tool fills it).
-    The store's `settings.index` says which index it is."""
+    The store's `settings.index` says which index it is.
+
+    A small embedded index is read from its quick file (rag.store.quick), without Chroma,
+    when one is there; else it is opened, and its quick file written for the next question."""
+    if not empty_ok:
+        fast = QuickStore.open(settings, Store)
+        if fast is not None:
+            if fast.settings.index != settings.index:
+                _say_demo(settings, say)
+            return cast(Store, fast)
     default = settings.index == Settings.model_fields["index"].default
     store = Store(settings, create=default or empty_ok)
     if default and not empty_ok and store.count() == 0:
         refuse_unless_seeds(settings, store)
-        store.close()
         demo = Store(settings.model_copy(update={"index": DEMO}), create=True)
         if demo.count() == 0:
             seed(demo.settings, demo, say, show_progress)
-        if say:
-            say(f"answering from the demo index (the papers of {settings.seeds}/): "
-                "`rag ingest PATH` makes the default index yours")
+        remember(demo, lock_held=False)
+        remember_served(settings, store, demo)
+        store.close()
+        _say_demo(settings, say)
         return demo
     ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)
+    if not empty_ok and QuickStore.open(store.settings, Store) is None:
+        remember(store, lock_held=False)
     return store
+
+
+def _say_demo(settings: Settings, say: Callable[[str], None] | None) -> None:
+    if say:
+        say(f"answering from the demo index (the papers of {settings.seeds}/): "
+            "`rag ingest PATH` makes the default index yours")
 
 
 def refuse_unless_seeds(settings: Settings, store: Store) -> None:

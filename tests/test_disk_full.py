@@ -70,6 +70,11 @@ def test_a_disk_filled_during_ingest_is_full_not_damaged_and_ingest_resumes(smal
                 fh.write(b"\0" * 65536)
         except OSError as exc:
             assert exc.errno == errno.ENOSPC
+    # a small index is read from its quick file (rag.store.quick), which writes nothing
+    read = run_rag("papers", cwd=small_disk, env=env)
+    assert read.returncode == 0 and read.stdout == listed.stdout, read.stderr
+    # Chroma writes even to read: without the quick file, a full disk is said as such
+    (small_disk / ".rag" / "cache" / "quick.json").unlink()
     assert_said_full(run_rag("papers", cwd=small_disk, env=env))
     filler.unlink()
     again = run_rag("papers", cwd=small_disk, env=env)

@@ -456,8 +456,16 @@ def test_index_read_only_under_a_running_server(server: RagServer, tmp_path: Pat
             assert found.status_code == 200 and found.json()["results"]
             assert ask(server).status_code == 200
             time.sleep(1.1)  # past the store's version cache: the index is read again
-        # A new process cannot open it (Chroma writes even to read): a clear error, exit 3.
+        # A new process reads this small index from its quick file (rag.store.quick), which
+        # needs no Chroma, and Chroma writes even to read: it answers from the read-only index.
         env = {"RAG_HOME": str(server.home)}
+        for args in (("search", "Skrull"), ("ask", "--llm", "none", FACT_Q)):
+            result = run_rag(*args, cwd=tmp_path, env=env)
+            assert result.returncode == 0 and "Skrull" in result.stdout, (how, result.stderr)
+        # Without its quick file the index is opened in Chroma, which cannot: a clear error, exit 3.
+        undo_read_only(server.home)
+        (server.home / "cache" / "quick.json").rename(tmp_path / "quick.json")
+        assert make_read_only(server.home) == how
         for args in (("search", "Skrull"), ("ask", "--llm", "none", FACT_Q)):
             result = run_rag(*args, cwd=tmp_path, env=env)
             assert result.returncode == 3, (how, result.stderr)

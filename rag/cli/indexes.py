@@ -57,6 +57,7 @@ def index_delete(name: str, yes: bool) -> None:
     from rag.store import Store
     from rag.store.indexes import collection_names, index_sizes
     from rag.store.lock import ingest_lock
+    from rag.store.quick import forget
 
     settings = _settings(name)
     store = Store(settings, create=False)  # an index that does not exist: the error names those that do
@@ -69,6 +70,7 @@ def index_delete(name: str, yes: bool) -> None:
                 raise InputError(f"deleting the index '{name}' needs a yes", "pass --yes to delete it without asking")
             click.confirm(f"Delete the index '{name}' from {settings.home}?", abort=True, err=True)
         with ingest_lock(settings):
+            forget(settings, name)
             for collection in doomed:
                 store.client.delete_collection(collection)
             prefixes = tuple(f"{prefix}{n}-v" for n in doomed for prefix in ("", "probes-", "relevance-"))

@@ -17,10 +17,18 @@ from rag.llm.base import (
     is_html,
     opens_think_in_prompt,
 )
-from rag.llm.ollama import Ollama
 
 __all__ = ["ModelClient", "Ollama", "StreamBroken", "StreamEnd", "ThinkFilter", "Thinking",
            "Token", "connect", "excerpt", "is_html", "opens_think_in_prompt", "server_kind"]
+
+
+def __getattr__(name: str) -> Any:
+    """`Ollama` imported on first use: an offline answer imports no HTTP client (httpx)."""
+    if name == "Ollama":
+        from rag.llm.ollama import Ollama
+
+        return Ollama
+    raise AttributeError(f"module {__name__!r} has no attribute {name!r}")
 
 
 def server_kind(settings: Any, mode: str) -> str:
@@ -41,4 +49,6 @@ def connect(settings: Any, mode: str, model: str | None = None) -> ModelClient:
         from rag.llm.openai import OpenAICompatible
 
         return OpenAICompatible.from_settings(settings, model)
+    from rag.llm.ollama import Ollama
+
     return Ollama.from_settings(settings, model)

@@ -20,8 +20,6 @@ import time
 from collections.abc import Callable, Iterable, Iterator
 from typing import Any, TypeVar
 
-import httpx
-
 from rag.errors import LLMError
 
 T = TypeVar("T")
@@ -161,39 +159,3 @@ def _trace(name: str, info: dict[str, Any]) -> None:
     if call is not None and name == "connection.connect_tcp.complete":
         stream = info.get("return_value")
         call.opened(stream.get_extra_info("socket") if stream is not None else None)
-
-
-class _Counted(httpx.SyncByteStream):
-    def __init__(self, inner: httpx.SyncByteStream, server: str, limit: int) -> None:
-        self.inner, self.server, self.limit = inner, server, limit
-
-    def __iter__(self) -> Iterator[bytes]:
-        seen = 0
-        for chunk in self.inner:
-            seen += len(chunk)
-            if seen > self.limit:
-                raise ReplyTooLarge(self.server, self.limit)
-            yield chunk
-
-    def close(self) -> None:
-        self.inner.close()
-
-
-class Transport(httpx.BaseTransport):
-    """httpx's transport with no kept-alive connections (each call's socket is its own, so
-    that giving up on a call can shut it down) and at most `limit` bytes read per reply."""
-
-    def __init__(self, server: str, limit: int = MAX_REPLY_BYTES, **kwargs: Any) -> None:
-        self.server, self.limit = server, limit
-        self.inner = httpx.HTTPTransport(limits=httpx.Limits(max_keepalive_connections=0), **kwargs)
-
-    def handle_request(self, request: httpx.Request) -> httpx.Response:
-        request.extensions = {**request.extensions, "trace": _trace}
-        response = self.inner.handle_request(request)
-        stream = response.stream
-        assert isinstance(stream, httpx.SyncByteStream)
-        response.stream = _Counted(stream, self.server, self.limit)
-        return response
-
-    def close(self) -> None:
-        self.inner.close()

@@ -29,7 +29,8 @@ from rag.llm.base import (
     opens_think_in_prompt,
     token_count,
 )
-from rag.llm.guard import Deadline, DeadlinePassed, Transport, guarded, one
+from rag.llm.guard import Deadline, DeadlinePassed, guarded, one
+from rag.llm.transport import Transport
 
 log = logging.getLogger(__name__)
 _UNSET: Any = object()  # "take it from the process's settings"

@@ -31,7 +31,8 @@ from rag.llm.base import (
     parsed,
     token_count,
 )
-from rag.llm.guard import Deadline, DeadlinePassed, Transport, guarded, one
+from rag.llm.guard import Deadline, DeadlinePassed, guarded, one
+from rag.llm.transport import Transport
 
 log = logging.getLogger(__name__)
 

@@ -23,7 +23,7 @@ from rag.corpus.paper import Paper
 from rag.embed import MODEL_NAME
 from rag.errors import IndexStoreError, RagError
 from rag.store import format as store_format
-from rag.store import indexes, space
+from rag.store import indexes, quick, space
 from rag.store.check import check_segments, index_error, rebuild_command
 from rag.store.format import CHUNK_RECIPE
 from rag.store.imports import import_chromadb
@@ -289,12 +289,16 @@ class Store:
         if not self._writing:  # the outermost: a write() inside adds no bump of its own
             self._bump()
         self._writing += 1
+        done = False
         try:
             yield
+            done = True
         finally:
             self._writing -= 1
             if not self._writing:
                 self._bump()
+                if done:  # the writer holds the ingest lock (rag.store.lock): a small index's
+                    quick.remember(self)  # reads, for questions that need no Chroma
 
     def write(self, papers: Sequence[tuple[Paper, list[Chunk], np.ndarray]], delete_papers: Iterable[str] = (),
               sentences: Sequence[tuple[str, list[str], np.ndarray]] = (), new: bool = False) -> None:
@@ -370,6 +374,7 @@ class Store:
         self._bump()
 
     def _bump(self) -> None:
+        quick.forget(self.settings, self.settings.index)  # before the write it announces
         self._version = None
         meta = dict(self.collection.metadata or {})
         meta["version"] = int(meta.get("version", 0)) + 1
