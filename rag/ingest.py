@@ -14,14 +14,12 @@ from collections.abc import Callable, Iterator
 from concurrent.futures import Future, ThreadPoolExecutor
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, cast
+from typing import TYPE_CHECKING, Any, cast
 
 import numpy as np
 
 from rag.config import Settings
-from rag.corpus import Paper, Restrict, read_all  # read_all: imported from here too
-from rag.corpus.merge import Merge
-from rag.corpus.reingest import plan
+from rag.corpus import Paper
 from rag.corpus.text import sentence_pieces, split_sentences
 from rag.embed import Embedder, get_embedder
 from rag.embed.pooling import chunk_weights, pooled
@@ -32,6 +30,10 @@ from rag.store import format as store_format
 from rag.store.indexes import built_from, built_otherwise, built_with_others, collection_names
 from rag.store.lock import ingest_lock
 from rag.store.quick import QuickStore, remember, remember_served
+
+if TYPE_CHECKING:  # the readers are imported by ingest() itself: opening an index for a
+    from rag.corpus import Restrict  # question reads no file (rag.corpus)
+    from rag.corpus.merge import Merge
 
 GROUP_BATCHES = 16  # embedding batches per group: embedded in one call, written in one write
 
@@ -156,6 +158,9 @@ def ingest(
     from rag.embed.gpu import choose_device
 
     choose_device(settings.device)  # RAG_DEVICE=cuda without a GPU fails before anything is read
+    from rag.corpus import read_all
+    from rag.corpus.reingest import plan
+
     results, skipped, unread = read_all(paths, skip_bad, restrict, collection)
     report = IngestReport(files=len(results), skipped=skipped, unread=unread,
                           notes=[f"{r.source}: {r.note}" for r in results if r.note])

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from rag import corpus
 from rag.corpus import Restrict, read_file
+from rag.corpus import reading as corpus
 from rag.errors import InputError, ParseError
 from rag.export import export
 from tests.conftest import run_rag

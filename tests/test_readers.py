@@ -15,10 +15,9 @@ from pathlib import Path
 
 import pytest
 
-from rag.corpus import merge_papers, read_file
+from rag.corpus import merge_papers, read_all, read_file
 from rag.errors import InputError, ParseError
 from rag.export import export
-from rag.ingest import read_all
 from tests.conftest import run_rag
 from tests.zotero_fixture import Library, sample_library
 

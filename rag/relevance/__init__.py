@@ -218,6 +218,7 @@ class Relevance:
             bm25[pid] = max(bm25.get(pid, 0.0), score)
         top_bm25 = max((bm25.get(h.paper.paper_id, 0.0) for h in hits), default=0.0) or 1.0
         owners, probe_vecs = self.probes()
+        owner_ids = np.asarray(owners)  # once, not per candidate (hub)
         sent_cos, cov_sent, cov_best, cov_doc, spread = [], [], [], [], []
         for h in hits:
             sents, vecs = self.judge.sentences(h.paper.abstract)
@@ -238,7 +239,7 @@ class Relevance:
                 "cos_mean3": float(np.sort(sims)[-3:].mean()), "cos_mean": float(sims.mean()),
                 "contrib_cos": max(own) if own else float(sims.mean()),
                 "term_frac": sum(bool(asked & t) for t in sent_terms) / len(sent_terms),
-                "hub": hub(h.paper.paper_id, vecs, owners, probe_vecs),
+                "hub": hub(h.paper.paper_id, vecs, owner_ids, probe_vecs),
             })
         best = max(sent_cos)
         top_spread = float(np.std(sorted(sent_cos, reverse=True)[:20])) + 0.02
@@ -361,13 +362,13 @@ class Relevance:
         return sorted(zip(probs.tolist(), sents, strict=True), key=lambda t: -t[0])
 
 
-def hub(paper_id: str, vecs: np.ndarray, owners: list[str], probes: np.ndarray) -> float:
+def hub(paper_id: str, vecs: np.ndarray, owners: list[str] | np.ndarray, probes: np.ndarray) -> float:
     """The mean, over the index's pseudo-questions (`Relevance.probes`: `owners` are the papers
     they were drawn from) not drawn from this paper, of its best sentence's cosine (`vecs`: its
     sentence vectors): a paper close to questions about anything (a "hub", as in
     nearest-neighbour search in high dimensions: Radovanovic et al., JMLR 2010) is not on a
     topic because it is close to it. NaN with under two such pseudo-questions."""
-    keep = np.array([o != paper_id for o in owners], dtype=bool)
+    keep = np.asarray(owners) != paper_id
     if keep.sum() < 2:
         return math.nan
     return float((vecs @ probes.T).max(axis=0)[keep].mean())
