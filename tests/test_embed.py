@@ -202,3 +202,26 @@ def test_without_the_model_package_a_missing_onnx_export_is_a_clear_error(tmp_pa
     assert out.returncode == 1, out.stderr
     assert "no ONNX export" in out.stderr and "RAG_MODEL_CACHE" in out.stderr
     assert "Traceback" not in out.stderr
+
+
+@pytest.mark.parametrize("env", [
+    {},
+    {"RAG_EMBED_THREADS": "2", "RAG_EMBED_PRECISION": "fp32"},
+    {"RAG_MODEL_CACHE": "{tmp}/models", "RAG_EMBED_THREADS": "1"},
+])
+def test_the_model_loaded_before_the_settings_are_read_is_the_one_they_name(
+        env: dict[str, str], tmp_path: Path, monkeypatch: pytest.MonkeyPatch) -> None:
+    """`rag ask` starts loading the model from the environment alone (rag.embed.onnx.env_key),
+    before rag.config is imported: it must be the model the settings then ask for, or the
+    first question loads a second one. (The cache's default, from XDG_CACHE_HOME, is read as
+    rag.config reads it at import, in this process unchanged.)"""
+    from rag.embed.onnx import env_key
+
+    for key in ("RAG_MODEL_CACHE", "RAG_EMBED_THREADS", "RAG_EMBED_PRECISION"):
+        monkeypatch.delenv(key, raising=False)
+    for key, value in env.items():
+        monkeypatch.setenv(key, value.format(tmp=tmp_path))
+    settings = Settings()
+    assert env_key() == (settings.model_cache, settings.embed_threads, "cpu", settings.embed_precision)
+    monkeypatch.setenv("RAG_EMBED_PRECISION", "int4")  # not valid: the settings say so, later
+    assert env_key() is None

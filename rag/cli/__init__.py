@@ -109,14 +109,15 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
 
         result = remote_search(remote, query, k, index=index, **filters)
     else:
+        preload_model()  # first: it loads while the rest is imported and checked
+        settings = _settings(index)
+        preload_model(settings)
         from rag.retrieve import Filters
         from rag.schema import checked_question
 
         # bad input is refused before the index is opened (or seeds/ ingested into it)
         checked_question(query, "type a question or search terms")
         parsed = Filters.parse(**filters)
-        settings = _settings(index)
-        preload_model(settings)
         retriever = _ensure_index(settings)
         hits = retriever.search(query, k, parsed)
         from rag.schema import search_public
@@ -255,13 +256,17 @@ def ask_options(fn: F) -> F:
 def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
         **values: Any) -> None:
     """Answer QUESTION from the abstracts, with checked citations."""
+    remote = _remote()
+    if not remote:  # first: the model loads (in a thread) while the rest is imported and checked
+        preload_model()
+        settings = _settings(index)
+        preload_model(settings)
     options = _ask_options(values)
     fmt = None
     if export_to:  # a bad file name fails before answering; rag.export only when asked
         from rag.export import format_for_path
 
         fmt = format_for_path(export_to)
-    remote = _remote()
     if remote:
         from rag.client import remote_ask
 
@@ -275,8 +280,6 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
 
     checked_question(question)  # bad input is refused before the index is opened (or filled)
     options.to_filters()
-    settings = _settings(index)
-    preload_model(settings)  # while the answering core is imported and the index opened
     from rag.answering import Pipeline
 
     retriever = _ensure_index(settings)  # the demo index while the default holds no paper

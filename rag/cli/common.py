@@ -95,11 +95,13 @@ def emit_json(obj: Any) -> None:
     click.echo(json.dumps(obj, indent=2, ensure_ascii=False))
 
 
-def preload_model(settings: Any) -> None:
-    """Start loading the embedding model in a thread while the index opens (rag.embed.preload)."""
-    from rag.embed import preload_for
+def preload_model(settings: Any | None = None) -> None:
+    """Start loading the embedding model in a thread while the index opens (rag.embed.preload):
+    the one `settings` name, or, without them, the one the environment names, before the
+    settings are read (rag.embed.preload_from_env)."""
+    from rag.embed import preload_for, preload_from_env
 
-    preload_for(settings)
+    preload_for(settings) if settings is not None else preload_from_env()
 
 
 def _ensure_index(settings: Any) -> Any:

@@ -11,6 +11,7 @@ from rag.embed.onnx import (
     get_embedder,
     model_path,
     preload,
+    preload_from_env,
     prepared,
     tokenizer_path,
 )
@@ -37,6 +38,7 @@ __all__ = [
     "model_path",
     "preload",
     "preload_for",
+    "preload_from_env",
     "prepared",
     "tokenizer_path",
 ]

@@ -316,6 +316,29 @@ def preload(cache_dir: Path, threads: int = 0, device: str = "cpu", precision: s
     thread.start()
 
 
+def env_key() -> tuple[Path, int, str, str] | None:
+    """What `preload_for(settings)` would load, read from the environment alone (the settings'
+    RAG_MODEL_CACHE, RAG_EMBED_THREADS and RAG_EMBED_PRECISION, and their defaults), so that a
+    command can start loading the model before importing rag.config (pydantic-settings: about
+    0.1 s of a cold question). None where a value is not plainly valid: the settings then
+    decide, and say what is wrong. tests/test_embed.py checks it agrees with rag.config."""
+    cache = os.environ.get("RAG_MODEL_CACHE") or str(
+        Path(os.environ.get("XDG_CACHE_HOME", Path.home() / ".cache")) / "rag")
+    threads = os.environ.get("RAG_EMBED_THREADS", "0").strip()
+    precision = os.environ.get("RAG_EMBED_PRECISION", "int8").strip()
+    if not threads.isdigit() or int(threads) > 1024 or precision not in PRECISIONS:
+        return None
+    return Path(cache), int(threads), "cpu", precision
+
+
+def preload_from_env() -> None:
+    """`preload` of the model the environment names (`env_key`); the command's settings then
+    ask for the same one, or load theirs."""
+    key = env_key()
+    if key is not None and Path(key[0]).is_dir():
+        preload(*key)
+
+
 def _finish_loading() -> None:
     """At exit, wait for a model still loading: a process that exits on an error (a mistyped
     index) while onnxruntime builds its session in the loading thread was aborted by the C++
