@@ -29,6 +29,10 @@ from rag.prompts import NO_ANSWER
 from rag.schema import SentenceCheck, SentenceEvent, Source
 from rag.verify import NOT_SUPPORTED
 
+# Attribution in an answer of more sources than a default one (k=8) verifies a sentence
+# against the 8 whose sentences come nearest it and those it names, not against every source:
+# a 102-paper list's 6 unsupported lines cost 612 verifier runs (21 s at 35 ms) instead of 48.
+ATTRIBUTION_POOL = 8
 _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
 _MAYBE_CITATION = ("(", "[", "【", "^")
@@ -283,6 +287,11 @@ class Checker:
         others = [s for s in self.by_n.values() if s not in cited]
         if not others or not claim_of(text):
             return None
+        if len(others) > ATTRIBUTION_POOL:  # a long list: the nearest, and those it names
+            near = set(self.judge.nearest(text, [s.paper.abstract for s in others], ATTRIBUTION_POOL))
+            low = text.lower()
+            others = [s for i, s in enumerate(others)
+                      if i in near or (len(s.name) >= 3 and s.name.lower() in low)]
         found = self.judge.check(text, [(s.header(), s.paper.abstract) for s in others])
         if not found.supported or found.source is None:
             return None

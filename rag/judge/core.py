@@ -260,6 +260,16 @@ class Judge:
         """The claim verifier, loaded on first use (it reads the embedding model's tokenizer)."""
         return get_verifier(tokenizer_path(self.embedder.cache_dir), getattr(self.embedder, "threads", 0))
 
+    def nearest(self, sentence: str, abstracts: list[str], n: int) -> list[int]:
+        """The indices of the n abstracts whose closest sentence is nearest the sentence's
+        claim (cosine of the stored sentence vectors; nothing is verified), nearest first."""
+        claim = claim_of(sentence)
+        if not claim or len(abstracts) <= n:
+            return list(range(len(abstracts)))
+        vector = self.embedder.embed([claim])[0]
+        best = [float((self.sentences(a)[1] @ vector).max()) for a in abstracts]
+        return sorted(range(len(abstracts)), key=lambda i: -best[i])[:n]
+
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
         """Best support for the sentence among its cited (title, abstract) pairs."""
         claim = claim_of(sentence)
