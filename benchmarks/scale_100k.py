@@ -277,12 +277,13 @@ def worker_ask(n: int) -> dict[str, object]:
     out: dict[str, object] = {"first": first}
     for kind, qs in asked.items():
         timers.total.clear()
-        times = []
+        times, sizes = [], []
         for q in qs:
             t = time.perf_counter()
-            pipeline.answer(q, opts)
+            sizes.append(len(pipeline.answer(q, opts).sources))
             times.append(time.perf_counter() - t)
         out[kind] = {"median_s": median(times), "p95_s": pct(times, 95),
+                     "by_size": sorted(zip(sizes, times, strict=True)),
                      "parts_s": {k: v / len(qs) for k, v in timers.total.items()}}
     return out
 
@@ -512,6 +513,9 @@ def main() -> None:
                 [[k, f"{asked['first']['parts'].get(k, 0) * 1000:.0f}",
                   f"{asked['fact']['parts_s'].get(k, 0) * 1000:.1f}",
                   f"{asked['list']['parts_s'].get(k, 0) * 1000:.1f}"] for k in parts]))
+    print("\nWarm list questions by the papers they list (one warm process, in the order asked):\n")
+    print(table(["papers listed", "seconds"],
+                [[n, f"{sec:.2f}"] for n, sec in asked["list"]["by_size"]]))
     if ingest:
         ph = ingest["phases"]
         print("\nWhere ingest time goes (exclusive seconds):\n")

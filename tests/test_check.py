@@ -74,3 +74,30 @@ def test_strict_drops_unsupported_units_before_numbering(judge: Judge) -> None:
     assert checker.text == "Skrull is 3.76x faster than DeepSpeed [1]." and checker.order == {1: 1}
     nothing, _ = run(judge, ["Skrull runs on quantum computers [1]."], strict=True)
     assert nothing.abstained and nothing.text == NO_ANSWER
+
+
+def test_in_a_long_answer_an_uncited_sentence_is_attributed_from_the_nearest_sources(
+        judge: Judge, retriever) -> None:  # type: ignore[no-untyped-def]
+    """Attribution over more sources than a default answer's verifies the sentence against the
+    nearest few (rag.answering.check.ATTRIBUTION_POOL), not all: it still finds the one that
+    says it, wherever it stands among the sources."""
+    from rag.answering.check import ATTRIBUTION_POOL
+
+    papers = [p for p in retriever.papers() if p.abstract][:30]
+    sources = [Source(i + 1, p, 0.5) for i, p in enumerate(papers)]
+    said = papers[-3]  # late among the sources, so not among the first few by position
+    sentence = next(s for s in said.abstract.split(". ") if len(s.split()) > 8).rstrip(".") + "."
+    asked: list[int] = []
+
+    class Counting(Judge):
+        def check(self, text, abstracts):  # type: ignore[no-untyped-def]
+            asked.append(len(abstracts))
+            return super().check(text, abstracts)
+
+    counting = Counting(retriever.embedder)
+    checker = Checker(sources, counting, False)
+    events = checker.feed(sentence + "\n") + checker.flush()
+    claim = next(ev.check for ev in events if not ev.check.meta)
+    assert claim.supported and claim.attributed and claim.citations == [1]
+    assert checker.order == {len(papers) - 2: 1}  # its own source, renumbered as the first cited
+    assert max(asked) <= ATTRIBUTION_POOL + 1 < len(sources)

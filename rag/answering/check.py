@@ -15,6 +15,7 @@ import re
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
+from typing import TYPE_CHECKING
 
 from rag.answering.citations import (
     TRAILING_MARKERS,
@@ -28,6 +29,9 @@ from rag.judge import Judge, Support, claim_of, strip_markers
 from rag.prompts import NO_ANSWER
 from rag.schema import SentenceCheck, SentenceEvent, Source
 from rag.verify import NOT_SUPPORTED
+
+if TYPE_CHECKING:
+    import numpy as np
 
 # Attribution in an answer of more sources than a default one (k=8) verifies a sentence
 # against the 8 whose sentences come nearest it and those it names, not against every source:
@@ -130,6 +134,7 @@ class Checker:
         # Headers (a list's count) wait for the first claim: an answer that turns out to say
         # "the abstracts do not answer this" must not have claimed matches first.
         self._prelude = [_Piece(p, "", True) for p in prelude or []]
+        self._matrix: tuple[np.ndarray, np.ndarray] | None = None  # every source's sentences
 
     # -- input ------------------------------------------------------------------------------
 
@@ -288,10 +293,7 @@ class Checker:
         if not others or not claim_of(text):
             return None
         if len(others) > ATTRIBUTION_POOL:  # a long list: the nearest, and those it names
-            near = set(self.judge.nearest(text, [s.paper.abstract for s in others], ATTRIBUTION_POOL))
-            low = text.lower()
-            others = [s for i, s in enumerate(others)
-                      if i in near or (len(s.name) >= 3 and s.name.lower() in low)]
+            others = self._nearest(text, others)
         found = self.judge.check(text, [(s.header(), s.paper.abstract) for s in others])
         if not found.supported or found.source is None:
             return None
@@ -299,6 +301,19 @@ class Checker:
         body = strip_markers(text)
         end = len(body.rstrip(".!?;:"))
         return f"{body[:end]} [{source.n}]{body[end:]}", found, [source]
+
+    def _nearest(self, text: str, others: list[Source]) -> list[Source]:
+        """The ATTRIBUTION_POOL sources whose sentences come nearest the sentence, and those it
+        names, in the answer's order."""
+        if self._matrix is None:
+            self._matrix = self.judge.sentence_matrix([s.paper.abstract for s in self.by_n.values()])
+        best = self.judge.nearest(text, self._matrix)
+        if best is None:
+            return others
+        at = {s.n: i for i, s in enumerate(self.by_n.values())}
+        near = set(sorted((s.n for s in others), key=lambda n: -best[at[n]])[:ATTRIBUTION_POOL])
+        low = text.lower()
+        return [s for s in others if s.n in near or (len(s.name) >= 3 and s.name.lower() in low)]
 
     def _heading(self, piece: _Piece) -> list[SentenceEvent]:
         """A line that introduces claims and states none: shown, not judged."""

@@ -260,15 +260,21 @@ class Judge:
         """The claim verifier, loaded on first use (it reads the embedding model's tokenizer)."""
         return get_verifier(tokenizer_path(self.embedder.cache_dir), getattr(self.embedder, "threads", 0))
 
-    def nearest(self, sentence: str, abstracts: list[str], n: int) -> list[int]:
-        """The indices of the n abstracts whose closest sentence is nearest the sentence's
-        claim (cosine of the stored sentence vectors; nothing is verified), nearest first."""
+    def sentence_matrix(self, abstracts: list[str]) -> tuple[np.ndarray, np.ndarray]:
+        """Every sentence vector of the abstracts stacked, and where each abstract's begin (for
+        `nearest`): built once per answer, not per sentence."""
+        parts = [self.sentences(a)[1] for a in abstracts]
+        starts = np.cumsum([0] + [len(x) for x in parts[:-1]]).astype(np.int64)
+        return np.vstack(parts), starts
+
+    def nearest(self, sentence: str, matrix: tuple[np.ndarray, np.ndarray]) -> np.ndarray | None:
+        """Each abstract's closest-sentence cosine to the sentence's claim (`sentence_matrix`'s
+        abstracts, in order; nothing is verified); None for a sentence that claims nothing."""
         claim = claim_of(sentence)
-        if not claim or len(abstracts) <= n:
-            return list(range(len(abstracts)))
-        vector = self.embedder.embed([claim])[0]
-        best = [float((self.sentences(a)[1] @ vector).max()) for a in abstracts]
-        return sorted(range(len(abstracts)), key=lambda i: -best[i])[:n]
+        if not claim:
+            return None
+        vecs, starts = matrix
+        return np.maximum.reduceat(vecs @ self.embedder.embed([claim])[0], starts)
 
     def check(self, sentence: str, abstracts: list[tuple[str, str]]) -> Support:
         """Best support for the sentence among its cited (title, abstract) pairs."""
