@@ -4,8 +4,8 @@ Importing chromadb and opening its client cost about 0.35 s of a cold `rag ask` 
 seeds/ (benchmarks/cold_start.py), more than everything rag itself does for the answer. A
 question reads little from the store: the version (to find its cached snapshot), the chunk
 count, the nearest chunks to the question's vector, and the cited papers' sentence vectors.
-For an index of at most QUICK_MAX_CHUNKS chunks those fit in one small file, and exact search
-over every chunk vector (numpy) takes under a millisecond, where HNSW is approximate.
+For an index of at most QUICK_MAX_CHUNKS chunks those fit in one file, and exact search over
+every chunk vector (numpy) takes about a millisecond, where HNSW is approximate.
 
 `remember(store)` writes that file and an entry in `cache/quick.json` for the index; the writer
 does at the end of each write (it holds the ingest lock), and a reader does when it finds none
@@ -24,6 +24,7 @@ import contextlib
 import json
 import logging
 import os
+import threading
 import time
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
@@ -41,7 +42,10 @@ _Store = Any
 
 log = logging.getLogger(__name__)
 
-QUICK_MAX_CHUNKS = 5000  # exact search stays under 1 ms (benchmarks/cold_start.py prints it)
+# A cost bound, not a fitted decision: at 4,336 chunks (2,000 synthetic abstracts of
+# benchmarks/scale_100k.py) the file is 36 MB, opens in 46 ms and answers a query in 1 ms,
+# against 0.35 s to import and open Chroma; past it the file grows with every sentence vector.
+QUICK_MAX_CHUNKS = 5000
 VERSION_TTL = 1.0  # as rag.store.collection: how long a read version is trusted
 FORMAT = 1
 
@@ -173,6 +177,7 @@ class QuickStore:
                  opener: Callable[[Settings], _Store]) -> None:
         self._full: _Store | None = None
         self._opener = opener
+        self._opening = threading.Lock()  # one real store, however many threads ask (rag serve)
         self.settings = settings
         self.name: str = entry["collection"]
         self._entry = entry
@@ -220,9 +225,10 @@ class QuickStore:
 
     def store(self) -> _Store:
         """The real store (Chroma), opened on first need."""
-        if self._full is None:
-            self._full = self._opener(self.settings)
-        return self._full
+        with self._opening:
+            if self._full is None:
+                self._full = self._opener(self.settings)
+            return self._full
 
     def _current(self) -> bool:
         """Whether the entry still holds (checked every VERSION_TTL: a long-lived reader sees
@@ -274,6 +280,6 @@ class QuickStore:
             self._full.close()
 
     def __getattr__(self, name: str) -> Any:  # client, chunks, papers, write, ...: the real store
-        if name.startswith("__") or name in ("_full", "_opener"):
+        if name.startswith("__") or name in ("_full", "_opener", "_opening"):
             raise AttributeError(name)
         return getattr(self.store(), name)
