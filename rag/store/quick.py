@@ -118,6 +118,7 @@ def remember(store: _Store, lock_held: bool = True) -> None:
         count = store.count()
         if count > QUICK_MAX_CHUNKS or count == 0:
             return
+        store._version = None  # read now, not the one cached before the lock was taken
         version = store.version
         page = store._get_all(["embeddings"])
         rows = store.sentences_collection.get(include=["metadatas"])
