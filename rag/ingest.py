@@ -336,7 +336,7 @@ def open_index(settings: Settings, say: Callable[[str], None] | None = None,
         _say_demo(settings, say)
         return demo
     ensure_seeded(settings, store, say, show_progress, empty_ok=empty_ok)
-    if not empty_ok and QuickStore.open(store.settings, Store) is None:
+    if not empty_ok:  # its quick file is missing or stale, or it would have been read above
         remember(store, lock_held=False)
     return store
 

@@ -307,11 +307,11 @@ class Checker:
         names, in the answer's order."""
         if self._matrix is None:
             self._matrix = self.judge.sentence_matrix([s.paper.abstract for s in self.by_n.values()])
-        best = self.judge.nearest(text, self._matrix)
+        best = self.judge.nearest(text, self._matrix)  # in by_n's order
         if best is None:
             return others
-        at = {s.n: i for i, s in enumerate(self.by_n.values())}
-        near = set(sorted((s.n for s in others), key=lambda n: -best[at[n]])[:ATTRIBUTION_POOL])
+        closeness = dict(zip(self.by_n, best.tolist(), strict=True))
+        near = set(sorted((s.n for s in others), key=lambda n: -closeness[n])[:ATTRIBUTION_POOL])
         low = text.lower()
         return [s for s in others if s.n in near or (len(s.name) >= 3 and s.name.lower() in low)]
 

@@ -26,7 +26,7 @@ from rag.cli.common import (
     emit_json,
     filter_options,
     index_option,
-    preload_model,
+    local_settings,
     say_ingest,
 )
 from rag.cli.indexes import index_group, papers_remove
@@ -109,9 +109,7 @@ def search(query: str, k: int, as_json: bool, index: str | None, **filters: Any)
 
         result = remote_search(remote, query, k, index=index, **filters)
     else:
-        preload_model()  # first: it loads while the rest is imported and checked
-        settings = _settings(index)
-        preload_model(settings)
+        settings = local_settings(index)  # first: the model loads while the rest is checked
         from rag.retrieve import Filters
         from rag.schema import checked_question
 
@@ -258,9 +256,7 @@ def ask(question: str, as_json: bool, index: str | None, export_to: Path | None,
     """Answer QUESTION from the abstracts, with checked citations."""
     remote = _remote()
     if not remote:  # first: the model loads (in a thread) while the rest is imported and checked
-        preload_model()
-        settings = _settings(index)
-        preload_model(settings)
+        settings = local_settings(index)
     options = _ask_options(values)
     fmt = None
     if export_to:  # a bad file name fails before answering; rag.export only when asked

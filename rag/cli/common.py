@@ -104,6 +104,15 @@ def preload_model(settings: Any | None = None) -> None:
     preload_for(settings) if settings is not None else preload_from_env()
 
 
+def local_settings(index: str | None) -> Any:
+    """The settings of a command answering from a local index, the embedding model already
+    loading (from the environment before the settings are read: rag.embed.preload_from_env)."""
+    preload_model()
+    settings = _settings(index)
+    preload_model(settings)
+    return settings
+
+
 def _ensure_index(settings: Any) -> Any:
     """Open the retriever; an empty default index gets seeds/ ingested first, saying so, and a
     named index that does not exist is an error (rag.ingest.open_index)."""

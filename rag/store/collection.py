@@ -262,6 +262,22 @@ class Store:
         return {pid: store_format.read_sentence_record(meta)
                 for pid, meta in zip(page["ids"], page["metadatas"], strict=True)}
 
+    def vectors(self) -> tuple[list[str], np.ndarray]:
+        """Every chunk's id and vector (rag.store.quick keeps them for a small index)."""
+        page = self._get_all(["embeddings"])
+        return page["ids"], np.asarray(page["embeddings"], dtype=np.float32).reshape(len(page["ids"]), -1)
+
+    def all_sentences(self) -> dict[str, tuple[list[str], np.ndarray]]:
+        """Every paper's stored sentences and their vectors."""
+        page = self.sentences_collection.get(include=["metadatas"])
+        return {pid: store_format.read_sentence_record(meta)
+                for pid, meta in zip(page["ids"], page["metadatas"], strict=True)}
+
+    def current_version(self) -> int:
+        """The version as the store has it now, not as read up to VERSION_TTL ago."""
+        self._version = None
+        return self.version
+
     def query_ids(self, vector: np.ndarray, n: int, where: dict[str, Any] | None = None,
                   total: int | None = None) -> list[tuple[str, float]]:
         """Nearest chunks as (chunk id, cosine similarity), best first.

@@ -118,29 +118,23 @@ def remember(store: _Store, lock_held: bool = True) -> None:
         count = store.count()
         if count > QUICK_MAX_CHUNKS or count == 0:
             return
-        store._version = None  # read now, not the one cached before the lock was taken
-        version = store.version
-        page = store._get_all(["embeddings"])
-        rows = store.sentences_collection.get(include=["metadatas"])
-        from rag.store.format import read_sentence_record
-
-        sentences = [(pid, *read_sentence_record(meta)) for pid, meta in
-                     zip(rows["ids"], rows["metadatas"], strict=True)]
+        version = store.current_version()  # not one cached before the lock was taken
+        ids, vectors = store.vectors()
+        sentences = [(pid, *record) for pid, record in store.all_sentences().items()]
         data = _data(settings, store.name, version)
         data.parent.mkdir(parents=True, exist_ok=True)
         tmp = data.with_name(f".{data.stem}.{os.getpid()}.npz")
-        dim = len(page["embeddings"][0]) if count else 0
         np.savez(
             tmp,
-            chunk_ids=np.array(page["ids"], dtype=str),
-            chunk_vectors=np.asarray(page["embeddings"], dtype=np.float32).reshape(-1, dim),
+            chunk_ids=np.array(ids, dtype=str),
+            chunk_vectors=vectors,
             paper_ids=np.array([s[0] for s in sentences], dtype=str),
             offsets=np.cumsum([0] + [len(s[1]) for s in sentences]).astype(np.int64),
             # one UTF-8 JSON list: a fixed-width numpy string array pads each to the longest
             sentences=np.frombuffer(json.dumps([t for s in sentences for t in s[1]],
                                                ensure_ascii=False).encode(), dtype=np.uint8),
             sentence_vectors=(np.concatenate([s[2] for s in sentences]) if sentences
-                              else np.zeros((0, dim), dtype=np.float32)),
+                              else np.zeros((0, vectors.shape[1]), dtype=np.float32)),
         )
         os.replace(tmp, data)
         entries = _entries(settings)
