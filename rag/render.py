@@ -15,7 +15,7 @@ TRUNCATED = "[answer incomplete: the model stopped at its token limit]"
 
 
 def reference_lines(citations: list[dict[str, Any]]) -> list[str]:
-    """'[1] Skrull. Title. authors. venue year. arXiv:ID. source' for each cited paper."""
+    """'[1] GPipe. Title. authors. venue year. arXiv:ID. source' for each cited paper."""
     lines = []
     for c in citations:
         name = c.get("name") or c.get("label") or c["paper_id"]

@@ -120,9 +120,9 @@ class Source:
 
     def header(self) -> str:
         """The record's fields besides the abstract, which a sentence may cite too: one
-        sentence per kind of field, each led by the paper's name ("Cupcake: Zhuang Wang, ...,
-        T. S. Eugene Ng."), so that the judge compares "Cupcake is by ..." with the authors and
-        "HyperGef appeared at MLSys 2023" with the venue (cosine 0.90 and 0.84), not with the
+        sentence per kind of field, each led by the paper's name ("Petals: Alexander Borzunov,
+        ..., Colin Raffel."), so that the judge compares "Petals is by ..." with the authors and
+        "Gopher appeared at MLSys 2023" with the venue (cosine 0.90 and 0.84), not with the
         whole record (0.21 for the authors: the title's words outweigh the names). Comments
         ("Accepted by ACM Multimedia 2023") are fields too."""
         p = self.paper

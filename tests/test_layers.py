@@ -47,3 +47,43 @@ def test_the_top_of_the_package_reads_as_the_path_of_a_question() -> None:
     assert len(top) <= 14, f"{len(top)} modules at the top of rag/: {top}"
     for package in ("corpus", "embed", "store", "retrieve", "relevance", "answering", "cli", "eval"):
         assert (ROOT / "rag" / package / "__init__.py").is_file(), package
+
+
+# Words that lead a seed paper's title or follow "we propose" in its abstract without naming
+# it ("LLMs: ...", "propose Temporal ..."): general words, not a paper's name.
+_NOT_NAMES = {"Adaptor", "Auxiliary", "Breadth-First", "Buff", "Edge", "Edge Impulse", "LLM", "LLMs",
+              "Partial", "PyTorch", "PyTorch RPC", "Temporal", "TinyML"}
+
+
+def _seed_paper_names() -> set[str]:
+    """What the papers of seeds/ call themselves: the head of a title before its colon, and
+    the name an abstract introduces its work by (rag's own reading of "we propose X")."""
+    import re
+
+    from rag.answering.questions import introduced_names
+    from rag.corpus import read_all
+
+    results, _, _ = read_all(sorted((ROOT / "seeds").iterdir()), skip_bad=True)
+    names: set[str] = set()
+    for paper in (p for r in results for p in r.papers):
+        names |= set(introduced_names(paper.abstract or ""))
+        head = re.match(r"\s*([^:]{2,40}):", paper.title or "")
+        if head and len(head.group(1).split()) <= 3:
+            names.add(head.group(1).strip())
+        names |= set(re.findall(r"\b(?:propose|present|introduce|design|develop|build)\w*\s+"
+                                r"(?:a\s+\w+\s+\w+,?\s+)?([A-Z][\w\-²]+)", paper.abstract or ""))
+    return names - _NOT_NAMES
+
+
+def test_no_seed_paper_is_named_in_the_package() -> None:
+    """Rules are written for any library: an example in a comment of rag/ names no paper of the
+    demo corpus (those examples belong in tests and docs, where a reader can check them)."""
+    import re
+
+    names = _seed_paper_names()
+    assert len(names) >= 30, sorted(names)  # the reading above still finds the demo's names
+    pattern = re.compile(r"(?<![\w-])(?:" + "|".join(map(re.escape, sorted(names, key=len, reverse=True)))
+                         + r")(?![\w-])")
+    found = [f"{p.relative_to(ROOT)}:{i}: {m.group(0)}" for p in sorted((ROOT / "rag").rglob("*.py"))
+             for i, line in enumerate(p.read_text().splitlines(), 1) if (m := pattern.search(line))]
+    assert not found, "seed papers named in rag/:\n" + "\n".join(found)

@@ -14,29 +14,29 @@ from rag.relevance.features import URL
 
 
 def expansion_in(name: str, text: str) -> str | None:
-    """The sentence of `text` that spells out `name`: "Temporal Diffusion Policy Optimization
-    with critic active neuron Reset (TDPO-R)", "a system (called HEAT)"; None if none does."""
+    """The sentence of `text` that spells out `name`: "Low-Rank
+    Adaptation (LoRA)", "a system (called PipeDream)"; None if none does."""
     pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}s?\)|"
                          rf"(?<![\w-]){re.escape(name)}\s*\((?!\s*\d)[^)]{{6,}}\)")
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
-# A word with a capital or digit past its first letter ("MoE", "TDPO-R", "GNNs"): what a
+# A word with a capital or digit past its first letter ("MoE", "LoRA", "GNNs"): what a
 # "What does ... stand for?" question may ask about besides the paper's name.
 _ACRONYM_LIKE = re.compile(r"\b[A-Za-z][a-z]*[A-Z0-9][\w-]*")
 
 
 def spelled_out(question: str, name: str, text: str) -> str | None:
     """The sentence of `text` that spells out what a "What does ... stand for?" question asks
-    about: an acronym the question names ("What does MoE stand for in MegaBlocks?"), or the
+    about: an acronym the question names ("What does MoE stand for in vLLM?"), or the
     paper's `name`; None if none does. The question's own words first: "What does FL stand
-    for?", answered from MAS, asks for "federated learning (FL)", not "MAS (Merge and Split)"."""
+    for?", answered from a paper on SAS, asks for "federated learning (FL)", not "SAS (Split and Sync)"."""
     return next((sent for term in [*asked_acronyms(question), name]
                  if (sent := expansion_in(term, text))), None)
 
 
 def asked_acronyms(question: str) -> list[str]:
-    """The words a "What does MTMM stand for?" question may ask to spell out."""
+    """The words a "What does MPT stand for?" question may ask to spell out."""
     return _ACRONYM_LIKE.findall(question)
 
 
@@ -60,7 +60,7 @@ def count_in(question: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
-# "What speedup does Skrull achieve?", "How much faster is X than Y?": a question for a factor.
+# "What speedup does GPipe achieve?", "How much faster is X than Y?": a question for a factor.
 _FACTOR_ASK = re.compile(r"\b(?:speed-?ups?|how (?:much )?(?:faster|quicker)|by how much|how fast)\b", re.I)
 _FACTOR_WORDS = content_words("speedup speedups speed-up speed faster quicker fast much achieve achieves "
                               "achieved report reports reported give gives get gets obtain obtains "
@@ -69,8 +69,8 @@ _FACTOR_WORDS = content_words("speedup speedups speed-up speed faster quicker fa
 
 def factor_in(question: str, name: str, text: str) -> str | None:
     """The sentence of `text` (the abstract of the paper `name`) that gives the factor a
-    "What speedup does Skrull achieve?" question asks for: one with a figure such as "3.76x"
-    that holds every other word the question asks with ("over DeepSpeed", "on long
+    "What speedup does GPipe achieve?" question asks for: one with a figure such as "2.5x"
+    that holds every other word the question asks with ("over FairScale", "on long
     sequences"); None if no sentence does, so "... on TPUs?" of a paper that reports GPUs
     stays declined."""
     if not _FACTOR_ASK.search(question):
@@ -81,7 +81,7 @@ def factor_in(question: str, name: str, text: str) -> str | None:
                  and wanted <= content_words(s)), None)
 
 
-# "Where is DynaPipe's code?", "Is XRBench open source?": a question for where a paper's code
+# "Where is ByteScheduler's code?", "Is MLPerf open source?": a question for where a paper's code
 # or data lives.
 LINK_ASK = re.compile(r"\b(?:code|github|repo|repository|url|link|website|homepage|open[- ]?sourced?|"
                       r"downloads?|downloaded|publicly available)\b|\bwhere\b[^?]*\b(?:find|get|obtain|"
@@ -96,7 +96,7 @@ def link_in(question: str, text: str) -> str | None:
     return next((s for s in split_sentences(text) if URL.search(s)), None)
 
 
-# "What is HEAT evaluated on?", "On which datasets was SOLAR tested?": a question for what a
+# "What is PipeDream evaluated on?", "On which datasets was GShard tested?": a question for what a
 # paper measures its work on; the sentence that says so names the evaluation and what it was on.
 _EVALUATED_ASK = re.compile(r"\b(?:what|which|how|on)\b.*\b(?:evaluat\w*|test(?:s|ed)?|benchmark(?:s|ed)?|"
                             r"validat\w*|experiment\w*)\b", re.I)
@@ -110,7 +110,7 @@ _EVALUATED_WORDS = content_words("evaluate evaluated evaluation evaluations eval
 
 def evaluated_in(question: str, name: str, text: str) -> str | None:
     """The sentence of `text` (the abstract of the paper `name`) that says what a "What is
-    HEAT evaluated on?" question asks: one that names its evaluation, what it was on, and every
+    PipeDream evaluated on?" question asks: one that names its evaluation, what it was on, and every
     other word the question asks with ("datasets", "GPUs"); None if no sentence does, so
     "... tested on TPUs?" of a paper that reports GPUs stays declined. A question for which of
     a kind ("Which datasets ...?") needs a sentence that names one ("CIFAR-10", "V100"), not

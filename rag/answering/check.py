@@ -41,8 +41,8 @@ _BULLET = re.compile(r"^\s*(?:[-*•]|\d+[.)])\s+")
 _NO_ANSWER = NO_ANSWER.lower().rstrip(".")
 _MAYBE_CITATION = ("(", "[", "【", "^")
 # The model's own reference list: a heading ("**References:**", "Sources: [1], [2]") and the
-# lines after it that start with a marker ("[2] Cupcake: ...", "- [2] ..."), or a markdown
-# footnote's definition ("[^2]: Cupcake", normalised to "[2]:").
+# lines after it that start with a marker ("[2] Petals: ...", "- [2] ..."), or a markdown
+# footnote's definition ("[^2]: Petals", normalised to "[2]:").
 _MARKS = r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]"
 _BIBLIOGRAPHY = re.compile(
     r"[#*_\s]*(?:references?|sources?(?: cited)?|bibliography|citations?|works cited|"

@@ -1,4 +1,4 @@
-"""Comparison questions ("Compare the speedups reported by Skrull, HEAT and FuseFPS") answered
+"""Comparison questions ("Compare the speedups reported by GPipe, PipeDream and FlexGen") answered
 as a table: one row per paper, each cell from that paper's abstract, cited and checked.
 
 Which papers get a row: those the question names, in the order named; otherwise the papers
@@ -33,7 +33,7 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
 MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
-# A run of names in the question ("Skrull, HEAT and FuseFPS"): capitalised words joined by
+# A run of names in the question ("GPipe, PipeDream and FlexGen"): capitalised words joined by
 # commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
 _NAME = r"[A-Z][\w\-.]*[\w]"
 # "Alpha, Beta and the Gamma": a name may follow its article in the run
@@ -57,7 +57,7 @@ class Unplaced(list[str]):
         self.shared = list(shared)  # not unplaced: names several papers go by, each with a row
 
     def outside_filters(self) -> str:
-        """'“Skrull” is outside the filters (year 2023).', or ''."""
+        """'“GPipe” is outside the filters (year 2023).', or ''."""
         if not self.outside:
             return ""
         verb = "is" if len(self.outside) == 1 else "are"
@@ -84,8 +84,8 @@ _MARKDOWN = re.compile(r"([\\`*_{}\[\]()<>#+!|~])")
 
 
 def not_in_index(names: list[str], near: dict[str, list[str]] | None = None) -> str:
-    """'“Zorblax” is not in the index.', and the names it may mean: '“DeepSpeed” is not in the
-    index (did you mean “DeepSpeed-Ulysses” or “DeepSpeed4Science”?).'"""
+    """'“Zorblax” is not in the index.', and the names it may mean: '“Colossal” is not in the
+    index (did you mean “Colossal-AI” or “Colossal-Chat”?).'"""
     said = f"{', '.join(map(quoted, names))} {'is' if len(names) == 1 else 'are'} not in the index"
     hints = [(n, " or ".join(map(quoted, near[n]))) for n in names if near and near.get(n)]
     if len(names) == 1 and hints:
@@ -97,7 +97,7 @@ def not_in_index(names: list[str], near: dict[str, list[str]] | None = None) -> 
 
 def _near(missing: list[str], names: CorpusNames) -> dict[str, list[str]]:
     """For each missing name, up to MAX_NEAR names in the index with a word it begins
-    ("DeepSpeed": DeepSpeed-Ulysses; "Ulysses": DeepSpeed-Ulysses)."""
+    ("Colossal": Colossal-AI; "NeoX": GPT-NeoX)."""
     near = {}
     for name in missing:
         word = re.compile(rf"(?<![^\W_]){re.escape(name.lower())}")
@@ -114,7 +114,7 @@ def quoted(name: str) -> str:
 
 def _names_in_runs(question: str, named: list[str], known: Container[str],
                    every_run: bool = False) -> list[str]:
-    """Names in the question's runs of names ("Skrull, Zorblax and HEAT") that the index does
+    """Names in the question's runs of names ("GPipe, Zorblax and PipeDream") that the index does
     not know, in a run that also names a paper it knows (`every_run`: in any run, for a
     comparison the abstracts found nothing for). Known names are matched whole first:
     "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
@@ -148,7 +148,7 @@ class _Known:
 
 def _introducing(candidates: list[str], papers: Iterable[Paper]) -> dict[str, tuple[str, list[Paper]]]:
     """For each name (lower-case) that papers introduce their work by in their abstract ("we
-    propose AdaQP"): the name as written, and those papers."""
+    propose Alpa"): the name as written, and those papers."""
     found: dict[str, tuple[str, list[Paper]]] = {}
     for paper in papers:
         for name in candidates:
@@ -163,7 +163,7 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     """Rows for the named papers in the order named (those the filters accept), else for the
     papers `members` finds on the question's topic (as for "which papers" questions)."""
     known = _Known(names.known)
-    # "Compare AdaQP and Sylvie": a name an abstract introduces its work by, under a title
+    # "Compare Alpa and Ansor": a name an abstract introduces its work by, under a title
     # that gives another ("Adaptive Message Quantization and ..."), names that paper; it was
     # said not to be in the index
     mentioned = names.mentioned(question)
@@ -180,8 +180,8 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     left_out: list[str] = []
     outside: list[str] = []  # named papers the filters leave out: said, not compared
     shared: list[str] = []  # names that several papers go by
-    # "Skrull vs Zorblax": one paper the index knows, set against a name it does not, is a
-    # comparison too (Skrull's row, and "Zorblax is not in the index")
+    # "GPipe vs Zorblax": one paper the index knows, set against a name it does not, is a
+    # comparison too (GPipe's row, and "Zorblax is not in the index")
     if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
         papers: dict[str, list[Paper]] = {n: list(found) for n, (_, found) in introducing.items()}

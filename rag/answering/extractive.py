@@ -54,7 +54,7 @@ class ExtractiveWriter:
         """One line per paper: the sentence that says what it contributes to the topic."""
         topic = topic_of(question)
         qvec = self.retriever.embed_query(topic)
-        related = names_related(topic)  # "compare against Megatron-LM": where each names it
+        related = names_related(topic)  # "compare against GPT-NeoX": where each names it
         defining = self.retriever.snapshot().papers_containing(definition_marks(related))
         names_it = name_test(related, [p.abstract for p in defining]
                              ) if related else figure_test(topic)  # "report a 2.5x speedup": where
@@ -67,13 +67,13 @@ class ExtractiveWriter:
             # end), not what a paper contributes to a topic.
             sents, vecs = self.judge.sentences(s.paper.abstract)
             sims = vecs @ qvec
-            # its name, or the name it introduces ("Pre-train and Search ... propose NeuroShard")
+            # its name, or the name it introduces ("Learning to Shard ... propose PowerSGD")
             names = introduced_names(s.paper.abstract)
             own = [i for i, se in enumerate(sents)
                    if CONTRIBUTION.search(se) or s.name.lower() in se.lower()
                    or any(mentions_name(n, se) for n in names)] or range(len(sents))
             picked = [max(own, key=lambda i: sims[i])]
-            # "Which papers compare against Megatron-LM?": and where it names Megatron-LM
+            # "Which papers compare against GPT-NeoX?": and where it names GPT-NeoX
             naming = [i for i, se in enumerate(sents) if names_it and names_it(se)]
             if naming and not set(naming) & set(picked):
                 picked.append(max(naming, key=lambda i: sims[i]))
@@ -107,12 +107,12 @@ class ExtractiveWriter:
         aspect = without_names(question, [s.name for s in named])
         if asks_for_summary(question, [s.name for s in named]):
             return self.summary(named[0])
-        if EXPANSION.search(question):  # "What does TDPO-R stand for?": where it is spelled out
+        if EXPANSION.search(question):  # "What does LoRA stand for?": where it is spelled out
             spelled = [(s, sent) for s in named if (sent := spelled_out(question, s.name, s.paper.abstract))]
             if spelled:
                 return _passages([(1.0, spelled[0][1], spelled[0][0])])
         if COMPARES.search(question):
-            # "How does MegaBlocks compare with Tutel?": what the named paper's abstract says
+            # "How does vLLM compare with Horovod?": what the named paper's abstract says
             # where it names the other, each such sentence in the abstract's order.
             for s in named:
                 others = compared_in(question, s.paper)
@@ -121,14 +121,14 @@ class ExtractiveWriter:
                 if said:
                     return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
         if states := figure_test(question):
-            # "What is the 4.08x speedup?": where the papers found to state it state it; the
+            # "What is the 2.5x speedup?": where the papers found to state it state it; the
             # sentence model's other picks (its accuracy, its design) say nothing of the figure
             stating = [(1.0, sent, s) for s in named for sent in split_sentences(s.paper.abstract)
                        if states(sent)]
             if stating:
                 return _passages(stating[:MAX_QUOTED])
         linked = [(1.0, sent, s) for s in named if (sent := link_in(question, s.paper.abstract))]
-        if linked:  # "Where is DynaPipe's code?": where it says so, not the sentences before
+        if linked:  # "Where is ByteScheduler's code?": where it says so, not the sentences before
             return _passages(linked[:1])
         counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract)
                                                 or evaluated_in(question, s.name, s.paper.abstract))]
@@ -139,8 +139,8 @@ class ExtractiveWriter:
         papers = _subject(named, question) or sources[:2]
         scored = [(p, sent, s) for s in papers for p, sent in self.sentence_scores(aspect, qvec, s.paper)]
         if not LINK_ASK.search(question):
-            # where the code or data lives (a URL) answers nothing else: NeuroShard's gains
-            # and DynaPipe's benchmark were answered with their repository's address as well
+            # where the code or data lives (a URL) answers nothing else: PowerSGD's gains
+            # and ByteScheduler's benchmark were answered with their repository's address as well
             scored = [t for t in scored if not URL.search(t[1])] or scored
         if not scored:
             return NO_ANSWER

@@ -50,7 +50,7 @@ def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
     return _offline(question, history, names)
 
 
-# "What about Skrull?", "And for DynaPipe?", "How about Tutel?": the question before, asked of
+# "What about GPipe?", "And for ByteScheduler?", "How about Horovod?": the question before, asked of
 # another paper.
 ANOTHER = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b|^\W*and\s+(?:for|in|with)?\b", re.I)
 SHORT = 4  # words: a question this short leans on the conversation ("Who wrote it?", "Why?")
@@ -75,8 +75,8 @@ def _offline(question: str, history: list[dict[str, str]], names: CorpusNames) -
     """Offline, a follow-up that leans on the conversation gets the names of the papers the
     question before was about (else those its answer names, else the question before's words),
     so retrieval finds the same papers. The conversation's own follow-ups are resolved first,
-    in order: "Who wrote it?" after "And what does it use?" after "What does DynaPipe do?" is
-    about DynaPipe, not about the words of the turn before."""
+    in order: "Who wrote it?" after "And what does it use?" after "What does ByteScheduler do?" is
+    about ByteScheduler, not about the words of the turn before."""
     before: _Turn | None = None
     answer = ""
     for m in history[-4 * HISTORY_TURNS:]:
@@ -104,12 +104,12 @@ def _resolve(question: str, before: _Turn | None, answer: str, names: CorpusName
             return _Turn(text, own, False)
         return _Turn(text, own, True)
     if not FOLLOW_UP.search(question) and (own or len(question.split()) > SHORT):
-        # a question that names its paper and leans on nothing ("Who wrote Tutel?") stands
-        # alone, however short: it was asked as "Who wrote Tutel (DynaPipe)?"
+        # a question that names its paper and leans on nothing ("Who wrote Horovod?") stands
+        # alone, however short: it was asked as "Who wrote Horovod (ByteScheduler)?"
         return _Turn(question, own, False)
     if before.about:
-        # "How does it compare with HEAT?" after SOLAR: about both, so that "Which one is
-        # faster?" after it still is (it was about SOLAR alone)
+        # "How does it compare with PipeDream?" after GShard: about both, so that "Which one is
+        # faster?" after it still is (it was about GShard alone)
         return _Turn(question, [*before.about[:2], *(n for n in own if n not in before.about[:2])], True)
     # An abstention's closest passages are not what the user was asking about.
     named = [] if answer.startswith(NO_ANSWER) else names.mentioned(answer[:SCAN_CHARS])[:2]

@@ -13,12 +13,12 @@ from rag.schema import Source
 
 _FIELD_NAMES = {"authors": "authors", "arxiv_id": "arXiv id", "doi": "DOI", "venue": "venue",
                 "date": "date"}
-# "When was Skrull published?" asks the record for a date; "When does Skrull split batches?"
+# "When was GPipe published?" asks the record for a date; "When does GPipe split batches?"
 # does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
 _ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
                         r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
 
-# "Who wrote Skrull?" asks the record for authors; "Who funded Skrull?" does not, though
+# "Who wrote GPipe?" asks the record for authors; "Who funded GPipe?" does not, though
 # RECORD_ASKS counts any "who".
 _ASKS_AUTHORS = re.compile(WHO_WROTE.pattern + r"|\b(?:co-?)?authors?\b|\bauthored\b", re.I)
 
@@ -53,8 +53,8 @@ def metadata_answer(question: str, sources: list[Source],
     if p.arxiv_id and p.arxiv_id in question:
         what = p.title or summary(s).split(f" [{s.n}]")[0]
         return f"arXiv:{p.arxiv_id} is {s.name}" + (f": {what}" if what != s.name else "") + f" [{s.n}]."
-    # "Who wrote Tutel and MegaBlocks?": each paper the question names, in the order named (it
-    # answered for MegaBlocks alone)
+    # "Who wrote Horovod and vLLM?": each paper the question names, in the order named (it
+    # answered for vLLM alone)
     q = question.lower()
     by_name = sorted((q.find(s.name.lower()), s.n, s) for s in named if s.name.lower() in q)
     facts = [f for _, _, s in by_name or [(0, named[0].n, named[0])] if (f := _record_fact(ask, s))]
@@ -84,7 +84,7 @@ def _record_fact(ask: str, s: Source) -> str | None:
 
 def record_gap(question: str, paper: Paper) -> str | None:
     """Why a question for a field of a named paper's record was declined, when the record has
-    no such field ("Who wrote Skrull?" over a file of bare abstracts): said, with where the
+    no such field ("Who wrote GPipe?" over a file of bare abstracts): said, with where the
     record was read from, so that the gap reads as the library's and not as a failure."""
     fields = record_fields(paper)
     missing = [_FIELD_NAMES[name] for name, pattern in RECORD_ASKS.items()

@@ -1,4 +1,4 @@
-"""The names papers go by in running text ("Skrull", "DeepSpeed-Ulysses"), kept in step with
+"""The names papers go by in running text ("GPipe", "Colossal-AI"), kept in step with
 the index so that a paper ingested while a server runs is known by name too.
 
 Looked up, not scanned: a text's parts that start and end at word edges are looked up in the
@@ -91,7 +91,7 @@ class CorpusNames:
 
     def as_written(self, text: str) -> str:
         """`text` with the names it types plainly written as the papers write them: "What does
-        AdaCM2 do?" asks about AdaCM², whose name was matched only as written (it was declined)."""
+        Pix2 do?" asks about Pix², whose name was matched only as written (it was declined)."""
         self.refresh()
         typed = spans(text, self._snapshot.longest("typed_names"))
         plain = dict(self._snapshot.lookup("typed_names", [s.lower() for s in typed]))

@@ -26,7 +26,7 @@ META = re.compile(
     rf"\b(arxiv(?:\s+id)?|doi|authors?|{_WHO_MADE}|written by|venue|published|journal|conference|"
     r"what year|which year|when was)\b", re.I,
 )
-# "Who wrote FLINT?", "Who developed Tutel?": a question for a paper's authors.
+# "Who wrote TinyBERT?", "Who developed Horovod?": a question for a paper's authors.
 WHO_WROTE = re.compile(rf"\b{_WHO_MADE}\b|\bauthors? of\b|\bwritten by\b", re.I)
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})\b")
 
@@ -51,10 +51,10 @@ def without_names(question: str, names: list[str]) -> str:
     return question
 
 
-# "What does TDPO-R stand for?": the question asks for a name's long form.
+# "What does LoRA stand for?": the question asks for a name's long form.
 EXPANSION = re.compile(r"\b(?:stands?|stood) for\b|\bshort for\b|\babbreviat|\bacronym\b|"
                        r"\bfull (?:name|form)\b|\blong form\b", re.I)
-# "How does MegaBlocks compare with Tutel?": the question sets one system against another.
+# "How does vLLM compare with Horovod?": the question sets one system against another.
 COMPARES = re.compile(r"\bcompar(?:e|es|ed|ing|ison)\b|\bversus\b|\bvs\.?(?!\w)|\bagainst\b|"
                       r"\brelative to\b|\b(?:better|worse|faster|slower) than\b|"
                       r"\boutperform|\bbeat", re.I)
@@ -65,7 +65,7 @@ _AUTHOR_ASKS = content_words(
 
 
 # Words by which a "which papers" question relates papers to a named thing, asking nothing
-# else of them: "Which papers compare against Megatron-LM?", "Which works build on DeepSpeed?"
+# else of them: "Which papers compare against GPT-NeoX?", "Which works build on FairScale?"
 _RELATES = content_words(
     "compare compares compared comparing comparison against versus vs build builds built "
     "building on upon extend extends extended extending use uses used using employ employs "
@@ -81,14 +81,14 @@ _RELATES = content_words(
 
 
 def asks_for_summary(question: str, names: list[str]) -> bool:
-    """"What is Skrull?", "What does DynaPipe optimise?": a question that names a paper and
+    """"What is GPipe?", "What does ByteScheduler optimise?": a question that names a paper and
     asks nothing in particular about it, which the paper's abstract answers by being one."""
     return bool(names) and not content_words(without_names(question, names)) - GENERIC
 
 
 def is_list_question(q: str) -> bool:
     """"Which systems target long-sequence training?" asks for papers; "Which two techniques
-    does SDP4Bit use?" asks what one named thing uses, which its abstract answers."""
+    does Q8BERT use?" asks what one named thing uses, which its abstract answers."""
     m = _LIST_Q.search(q)
     return m is not None and not _OF_ONE.match(q, m.end()) and not _OWNED.match(q)
 
@@ -119,12 +119,12 @@ def mentions(pattern: re.Pattern[str] | None, text: str) -> list[str]:
     return found
 
 
-# "... and propose NeuroShard for ...", "a system called HEAT": the name a paper introduces
-# (capitalised with another capital or a digit in it: "NeuroShard", "H-GCN", "X-RLflow").
+# "... and propose PowerSGD for ...", "a system called PipeDream": the name a paper introduces
+# (capitalised with another capital or a digit in it: "PowerSGD", "Q-BERT", "X-Former").
 _INTRODUCES = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
                          r"develops|design|designs|build|builds|called|named|dubbed|termed)\s+"
                          r"(?:(?:a|an|the|our|novel|new)\s+)*([A-Z](?=[\w-]*[A-Z0-9])[\w-]+)")
-# "proposes an efficient GNN training system, AdaQP, to ...": a name set beside what a paper
+# "proposes an efficient GNN training system, Alpa, to ...": a name set beside what a paper
 # introduces, after a comma.
 _SET_BESIDE = re.compile(r"\b(?:propose|proposes|present|presents|introduce|introduces|develop|"
                          r"develops|design|designs|build|builds)\s+(?:a|an)\s+(?:[\w-]+\s+){0,4}?[\w-]+,\s+"
@@ -132,8 +132,8 @@ _SET_BESIDE = re.compile(r"\b(?:propose|proposes|present|presents|introduce|intr
 
 
 def introduced_names(text: str, beside: bool = False) -> set[str]:
-    """The names `text` introduces its own work by ("we ... propose NeuroShard"); `beside`:
-    and those it sets beside it ("proposes an efficient GNN training system, AdaQP, to")."""
+    """The names `text` introduces its own work by ("we ... propose PowerSGD"); `beside`:
+    and those it sets beside it ("proposes an efficient GNN training system, Alpa, to")."""
     names = {m.group(1).rstrip("-") for m in _INTRODUCES.finditer(text)}
     return names | {m.group(1) for m in _SET_BESIDE.finditer(text)} if beside else names
 
@@ -198,7 +198,7 @@ def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool
 def compared_in(question: str, paper: Paper) -> list[str]:
     """The names a comparison question sets against `paper`, when its abstract names every
     one of them as written ([] otherwise): runs of the question's capitalised, mixed-case or
-    numbered words ("Tutel", "Switch Transformer", "cuSPARSE", "GPT-3"), not the paper's own
+    numbered words ("Horovod", "Switch Transformer", "cuSPARSE", "GPT-3"), not the paper's own
     name."""
     own = short_label(paper.title, paper.label).lower()
     # The first word's capital may be grammar's ("How", "Is"), unless the word has others.
@@ -224,14 +224,14 @@ _NAME_RUN = re.compile(rf"(?<![\w-]){_NAME_WORD}(?: {_NAME_WORD})*(?![\w-])")
 _OWNED = re.compile(rf"^\s*(?i:what|which)\s+(?i:do|does|did)\s+{_NAME_WORD}(?:'s)?\s+"
                     r"(?i:papers|systems|works|methods|approaches|frameworks|abstracts|studies|tools|"
                     r"techniques)\b")
-# After a list noun: "... does SDP4Bit use", "... did DeepSpeed-Ulysses": the noun is what a
+# After a list noun: "... does Q8BERT use", "... did Colossal-AI": the noun is what a
 # named thing does or has, not a kind of paper.
 _OF_ONE = re.compile(rf"\s+(?:does|do|did|has|have)\s+{_NAME_WORD}(?![\w-])")
 
 
 def names_related(topic: str) -> list[str]:
     """The names a list question's topic relates papers to, when it asks nothing else of them
-    ("compare against Megatron-LM" -> ["Megatron-LM"]; "optimize training on CPUs" -> [])."""
+    ("compare against GPT-NeoX" -> ["GPT-NeoX"]; "optimize training on CPUs" -> [])."""
     names = [m.group(0) for m in _NAME_RUN.finditer(topic) if len(m.group(0)) >= 2]
     rest = topic
     for name in names:
@@ -342,6 +342,6 @@ def figure_test(topic: str) -> Needled | None:
 
 def mentions_name(name: str, text: str, compound: bool = True) -> bool:
     """`text` names `name` as written, alone or (`compound`) heading a compound
-    ("DeepSpeed-Ulysses")."""
+    ("Colossal-AI")."""
     end = r"(?!\w)" if compound else r"(?![\w-])"
     return name in text and re.search(rf"(?<![\w-]){re.escape(name)}{end}", text) is not None

@@ -191,10 +191,10 @@ class SourceChooser:
                         decision.named)
 
     def _figure_stated(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
-        """"What is the 4.08x speedup?" is answered from the papers whose abstract states that
-        figure (SDP4Bit's "4.08× speedup"; the models answered with HEAT's 45.2X), of those the
+        """"What is the 2.5x speedup?" is answered from the papers whose abstract states that
+        figure (one paper's "2.5× speedup"; the models answered with another paper's 40X), of those the
         question names if it names any. None when the question gives no figure or no such paper
-        states it: left to the models ("Does Skrull reach 5x?" is answered by what it reaches)."""
+        states it: left to the models ("Does GPipe reach 5x?" is answered by what it reaches)."""
         states = figure_test(question)
         if states is None:
             return None
@@ -209,7 +209,7 @@ class SourceChooser:
                         [h.paper.paper_id for h in ranked])
 
     def _mentioning(self, question: str, decision: Decision, filters: Filters | None) -> Decision | None:
-        """"Which papers compare against Megatron-LM?" relates papers to a named thing and asks
+        """"Which papers compare against GPT-NeoX?" relates papers to a named thing and asks
         nothing else of them: the papers whose title or abstract names it, as a search for the
         exact name finds them (the thing's own paper aside), are the answer, instead of what
         the models chose by likeness to the topic (for "compare against TensorFlow", six
@@ -231,7 +231,7 @@ class SourceChooser:
         own = {n.lower() for n in names}
         snap = self.retriever.snapshot()
         # A scan of the records, not BM25: its tokens are lower-cased and split at hyphens, so
-        # "FL" would match "fl" in any text and "Megatron-LM" any "LM". Of the records that
+        # "FL" would match "fl" in any text and "X-LM" any "LM". Of the records that
         # hold what a naming text must (Snapshot.papers_containing): every record was decoded
         # and tested, a second at 100,000 abstracts.
         names_it = name_test(names, [p.abstract for p in snap.papers_containing(definition_marks(names))])
@@ -254,14 +254,14 @@ class SourceChooser:
         evidence found in the text, not a score, so a question the abstract does not answer
         stays declined:
 
-        - "What is Skrull?": names a paper and asks nothing in particular of it;
-        - "How does MegaBlocks compare with Tutel?": the named paper's abstract names the other;
-        - "How many models does SysNoise measure?": the named paper's abstract gives a count of
+        - "What is GPipe?": names a paper and asks nothing in particular of it;
+        - "How does vLLM compare with Horovod?": the named paper's abstract names the other;
+        - "How many models does HELM measure?": the named paper's abstract gives a count of
           them ("on 20+ models");
-        - "What is HEAT evaluated on?": the named paper's abstract says what its evaluation was
+        - "What is PipeDream evaluated on?": the named paper's abstract says what its evaluation was
           on ("Evaluation on five widely used datasets ...");
-        - "Is DynaPipe open source?": the named paper's abstract gives where its code lives;
-        - "Who wrote FLINT?": the named paper's record lists its authors.
+        - "Is ByteScheduler open source?": the named paper's abstract gives where its code lives;
+        - "Who wrote TinyBERT?": the named paper's record lists its authors.
         """
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
@@ -286,10 +286,10 @@ class SourceChooser:
                         [p.paper_id for p in subject])
 
     def _spelled_out(self, question: str, decision: Decision) -> Decision:
-        """"What does Tutel stand for?" about a named paper is answered only by the sentence
+        """"What does Horovod stand for?" about a named paper is answered only by the sentence
         of its abstract that spells the name (or an acronym the question asks about) out;
         without one the abstracts do not answer it, whatever else they say of the paper (the
-        models answered with Tutel's speed-ups). "What does TDPO-R stand for?", which the
+        models answered with Horovod's speed-ups). "What does LoRA stand for?", which the
         models decline, is answered the same way."""
         papers = self.retriever.snapshot().papers
         named = [papers[i] for i in decision.named if i in papers]
@@ -302,10 +302,10 @@ class SourceChooser:
         return Decision(False, decision.p_answerable, [], decision.scores, decision.named)
 
     def _acronym_spelled_out(self, question: str, decision: Decision) -> Decision:
-        """"What does MTMM stand for?" names no paper: the paper whose abstract spells the
-        acronym out ("Real-time multi-task multi-model (MTMM) workloads") answers it, the best
-        scored where several do (the models answered from XRBench's other sentences that use
-        MTMM, and declined "What does ACAP stand for?"). Declined when none does ("What does
+        """"What does MPT stand for?" names no paper: the paper whose abstract spells the
+        acronym out ("mixed-precision training (MPT) workloads") answers it, the best
+        scored where several do (the models answered from MLPerf's other sentences that use
+        MPT, and declined "What does ACAP stand for?"). Declined when none does ("What does
         GPU stand for?" was answered with a sentence that uses GPU); left to the models when the
         question asks of no acronym ("What does federated learning stand for?")."""
         acronyms = asked_acronyms(question)
@@ -344,8 +344,8 @@ def _papers_stating(states: Callable[[str], bool], papers: Iterable[Paper], filt
 
 def _as_named(question: str, chosen: list[PaperHit], named: set[str]) -> list[PaperHit]:
     """The papers a fact question names first, in the order it names them: "How much faster
-    does MegaBlocks train MoEs compared with Tutel?" asks about MegaBlocks, whichever of the
-    two retrieval ranks higher (a model was given Tutel as source 1)."""
+    does vLLM train MoEs compared with Horovod?" asks about vLLM, whichever of the
+    two retrieval ranks higher (a model was given Horovod as source 1)."""
     def at(hit: PaperHit) -> int:
         p = hit.paper
         found = [i for name in {short_label(p.title, p.label), p.label}

@@ -1,4 +1,4 @@
-"""Comparison tables: "Compare the speedups reported by Skrull, HEAT and FuseFPS" answered as
+"""Comparison tables: "Compare the speedups reported by GPipe, PipeDream and FlexGen" answered as
 one row per paper, each cell quoted from that paper's abstract and citing it.
 
 Pure: the caller supplies the papers (with their citation numbers) and a sentence scorer
@@ -21,7 +21,7 @@ SentenceScores = Callable[[str, str], list[tuple[float, str]]]
 
 # -- what a question asks -----------------------------------------------------------------------
 
-# "How does FuseFPS compare with QuickFPS?" asks for one paper's result against its baseline
+# "How does FlexGen compare with Petals?" asks for one paper's result against its baseline
 # (a fact question); "How do A, B and C compare?" asks for several papers side by side.
 _COMPARISON = re.compile(
     r"""^\W*(?:(?:please|now|can\s+you|could\s+you|would\s+you)\s+)*(?:compare|contrast|tabulate)\b
@@ -174,7 +174,7 @@ def _clause(sentence: str, figure: re.Pattern[str]) -> str:
 
 
 def _baseline(clause: str) -> str:
-    """Against what and where the figure was measured ("over DeepSpeed", "on 64 GPUs")."""
+    """Against what and where the figure was measured ("over FairScale", "on 64 GPUs")."""
     found: list[str] = []
     for pattern in [*_BASELINES, _SETTING]:
         for m in pattern.finditer(clause):

@@ -78,7 +78,7 @@ class _PaperRefPublic(_Public):
 
 class CitationPublic(_PaperRefPublic):
     n: int = Field(description="The number used by the [n] markers of the answer.")
-    name: str = Field(description="What the answer calls the paper (e.g. 'Skrull').")
+    name: str = Field(description="What the answer calls the paper (e.g. 'GPipe').")
     doi: str | None = None
     quote: str = Field(description="The abstract sentence that best supports a claim citing it.")
     abstract: str

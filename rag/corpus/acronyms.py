@@ -15,7 +15,7 @@ def singular(acronym: str) -> str:
 
 def is_acronym(name: str) -> bool:
     """"FL", "GNNs", "MoE", "DLRM": one short word, mostly capitals (a plural's "s" aside);
-    not a system's name such as "DeepSpeed"."""
+    not a system's name such as "FairScale"."""
     core = singular(name)
     letters = [c for c in core if c.isalpha()]
     return (" " not in name and 2 <= len(core) <= 8 and core[0].isupper() and bool(letters)

@@ -170,7 +170,7 @@ _MATH_SPAN = re.compile(r"\$(?!\d[^$]{0,79}(?:\s\$|\$\d))([^$]{1,80})\$")
 
 
 def clean_latex(text: str) -> str:
-    """Make inline LaTeX readable (AdaCM$^2$ -> AdaCM²); leave other text unchanged."""
+    """Make inline LaTeX readable (Pix$^2$ -> Pix²); leave other text unchanged."""
     if "$" not in text and "\\" not in text and "``" not in text:
         return text
     text = _MATH_SPAN.sub(lambda m: _math(m.group(1)), text)
@@ -206,14 +206,14 @@ _PATTERNS = [
     re.compile(r"\b" + _VERBS + r"s?\s+(?:the\s+)?" + _STRONG),
     re.compile(r"\b" + _VERBS + r"s?\s+(?:the\s+)?" + _WORD + r"(?=\s*[,(:;]|\s+(?:a|an|which|that|to)\b)"),
     re.compile(r"\btermed\s+" + _WORD),
-    # "the development of RT-HARE, a real-time HAR system": the name in apposition to a system noun
+    # "the development of X-Net, a real-time tracking system": the name in apposition to a system noun
     re.compile(r"\b" + _STRONG + r",\s+an?\s+[^.,;()]{0,80}?\b" + _NOUNS + r"\b"),
     re.compile(_VERBS + r"s?\b[^.]{0,300}?\(([A-Z][\w\-]{0,30}[A-Z][\w\-]{0,30})\)"),
     re.compile(r"\b" + _STRONG + r",?\s+(?:is\s+)?an?\s+(?:novel|new)\b"),
     re.compile(r"\b" + _STRONG + r"(?:'s|’s) (?:source )?code"),
 ]
 # Last resort: an abbreviation that spells the initials of the words before it, in a sentence
-# that proposes something ("we propose a VIP-token centric compression (Vcc) scheme").
+# that proposes something ("we propose a key-token centric pruning (KTP) scheme").
 _INITIALS = re.compile(
     _VERBS + r"s?\b[^.]{0,300}?(?<![\w\-])((?:[\w\-]{1,40}\s+){1,8})\(([A-Z][A-Za-z0-9]{1,9})\)"
 )
@@ -253,11 +253,11 @@ _NOT_ENDS = ("e\\.g", "i\\.e", "et al", "vs", "Fig", "Figs", "Eq", "Eqs", "No", 
              "Ref", "Refs", "cf", "approx", "resp", "Jan", "Feb", "Mar", "Apr", "Jun", "Jul", "Aug",
              "Sep", "Sept", "Oct", "Nov", "Dec")
 _ABBREV = "".join(rf"(?<!\b{w}\.)" for w in _NOT_ENDS)
-# Initials in a row are a name ("T. S. Eugene Ng", "M. D. Anderson Cancer Center"): no end
+# Initials in a row are a name ("J. R. R. Tolkien", "M. D. Anderson Cancer Center"): no end
 # after an initial that another follows, nor after the second of two. One initial alone is
 # left to end a sentence: "... in arm A. In arm B ...", "vitamin D. Compared with ...".
 _INITIALS_RUN = r"(?<!\b[A-Z]\.\s[A-Z]\.)(?!(?<=\b[A-Z]\.)\s+[A-Z]\.[\s,])"
-# A sentence glued to the next by a lost space ("... the dynamic workload.We present Tutel",
+# A sentence glued to the next by a lost space ("... the dynamic workload.We present Horovod",
 # as conference listings copied from PDFs write them) ends there too: a word of small letters,
 # its stop, and a capitalised word.
 _GLUED = _ABBREV + r"(?<=[a-z]{2}[.!?])(?=[A-Z][a-z])"
@@ -285,7 +285,7 @@ def _names_joined(pieces: list[str]) -> list[str]:
 
 
 def split_sentences(text: str) -> list[str]:
-    """Sentences of an abstract or answer; keeps 3.76, e.g., et al., "Oct. 2022" and "Edward
+    """Sentences of an abstract or answer; keeps 2.5, e.g., et al., "Oct. 2022" and "Edward
     J. Hu" intact."""
     return [s.strip() for s in _names_joined(_SENTENCE_END.split(text.strip())) if s.strip()]
 
@@ -306,7 +306,7 @@ MAX_NAME = 30  # longer short labels are sentences (untitled papers' leads), not
 
 
 def short_label(title: str | None, label: str) -> str:
-    """What to call a paper in running text: 'Tutel' for 'Tutel: Adaptive Mixture-of-Experts…'."""
+    """What to call a paper in running text: 'Horovod' for 'Horovod: Fast and Easy Distributed…'."""
     if title and ":" in title:
         head = title.split(":", 1)[0].strip()
         if 0 < len(head.split()) <= 3:

@@ -158,7 +158,7 @@ def _bibtex_name(n: Name) -> str:
     return re.sub(r"(?<!\S)and(?!\S)", "{and}", text)
 
 
-# A word in capitals (GPU, U.S.) or with a capital inside it (DynaPipe, BERT-style; not
+# A word in capitals (GPU, U.S.) or with a capital inside it (ByteScheduler, BERT-style; not
 # Large-Scale) is braced, as Zotero and Better BibTeX write it, so that a style that sets
 # titles in sentence case keeps it as it is.
 _WORD = re.compile(r"\w+(?:[-'’.]\w+)*")

@@ -29,7 +29,7 @@ class PaperRef(BaseModel):
 
     paper_id: str = Field(description="The index's id: pass it to get_paper or export_citations.")
     title: str | None = None
-    label: str = Field("", description="The short name the paper goes by (e.g. 'Skrull').")
+    label: str = Field("", description="The short name the paper goes by (e.g. 'GPipe').")
     year: int | None = None
     venue: str | None = None
     arxiv_id: str | None = None

@@ -202,7 +202,7 @@ def build(tools: RagTools, *, allow_ingest: bool = False, notes: Notes | None = 
         is checked against the abstracts it cites (verdict per sentence). When the abstracts
         do not answer it, it declines and shows the nearest evidence: do not answer from
         memory then. Prefer this over search_papers for any factual question about the papers.
-        A comparison ("compare the speedups of Skrull and HEAT") comes back as a table, one
+        A comparison ("compare the speedups of GPipe and PipeDream") comes back as a table, one
         row per paper named, each cell cited."""
         filters = {"venue": venue, "year": year, "source": source, "category": category,
                    "author": author}

@@ -296,7 +296,7 @@ class Relevance:
             "cov_aspect_doc": coverage(asked, record, st) if asked else 1.0,
             "miss_max": missing_max(asked, record, st), "cos_aspect": float(sims.max()),
             "named": float(bool(named)), "meta": max(r["meta"] for r in rows),
-            # A record field answers only about a paper the question names ("When was POMP
+            # A record field answers only about a paper the question names ("When was BLOOM
             # created?"): any index's top paper has a date, whatever the question is about.
             "record": record_answers(question, top.paper)
             if top.paper.paper_id in named or first["meta"] > 0 else 0.0,
@@ -329,7 +329,7 @@ class Relevance:
         borderline = with_model and p_answer < bounds.threshold
         answerable = p_answer >= bounds.threshold or borderline
         # A paper the question names by name is a source of a fact answer whatever its score
-        # ("How do Skrull and DeepSpeed-Ulysses handle ...?" is answered from both).
+        # ("How do GPipe and Colossal-AI handle ...?" is answered from both).
         members = [h for h in ranked if scores[h.paper.paper_id] >= model.threshold
                    or (not list_question and h.paper.paper_id in named)] if answerable else []
         if answerable and not members:

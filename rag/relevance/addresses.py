@@ -1,7 +1,7 @@
 """Does a sentence address what the question asks? The answer-relevance check, beside the
 support check (rag.judge): a sentence can be faithful to the abstract it cites and still answer
 nothing ("What mAP do object detectors reach on COCO at 2x training schedules?" answered with
-"... reducing training time by 2x"; "What license does the DynaPipe repository use?" with the
+"... reducing training time by 2x"; "What license does the ByteScheduler repository use?" with the
 repository's address).
 
 It reads what the question asks for (`Asked`): its content words without the name of the paper
@@ -19,7 +19,7 @@ corpus left out, in evals/README.md) weighs them into P(the sentence addresses t
     check.addresses(question, sentence, papers)     # the same against the fitted bound
 
 Not judged (None): a question that asks nothing of a paper beyond naming it ("What is
-Skrull?"), or asks for a field of its record (authors, ids, venue, date), which the record
+GPipe?"), or asks for a field of its record (authors, ids, venue, date), which the record
 answers, not a sentence.
 """
 
@@ -67,7 +67,7 @@ _QUANTITY = content_words(
 _ENTITY = frozenset(["platform", "hardware", "library", "language", "framework", "model", "dataset", "benchmark", "device", "gpu", "cpu", "compiler", "tool", "baseline", "algorithm", "architecture", "method", "technique", "approach", "system", "optimizer", "metric", "format", "board", "accelerator", "kernel", "drug", "gene", "protein", "cell", "organism", "species"])
 # Words of "how much", "how many" that content_words keeps
 _HOW_WORDS = frozenset({"much", "mani"})
-# A figure a sentence states: "3.76x", "30 frames", "0.9%"; not a descriptor ("32-bit",
+# A figure a sentence states: "2.5x", "30 frames", "0.9%"; not a descriptor ("32-bit",
 # "3D", "2-way") or a year.
 _DESCRIPTOR = re.compile(r"(?<![\w.])\d+(?:-?(?:bit|d|dimensional|way|stage|layer|core|level|fold-cv)\b|"
                          r"(?=\s*(?:19|20)\d\d\b))|(?<![\w.])(?:19|20)\d\d(?![\w.])", re.I)
@@ -87,7 +87,7 @@ _BACKGROUND = re.compile(r"^(?:however|recently|traditionally|typically|currentl
                          r"\bis one of the\b", re.I)
 _CALLED = re.compile(r"\b(?:called|named)\b", re.I)
 # A question for the record's date or authors, which a sentence does not answer: "When was
-# Skrull published?", "Who wrote Skrull?"; not RECORD_ASKS' any "when" or "who" ("What top-1
+# GPipe published?", "Who wrote GPipe?"; not RECORD_ASKS' any "when" or "who" ("What top-1
 # accuracy does ResNet-50 reach when trained 3x longer?" asks the abstracts).
 _RECORD_STRICT = {
     "date": re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bwhen (?:was|were|did)\b.*\b(?:publish|"
@@ -96,7 +96,7 @@ _RECORD_STRICT = {
                           r"\bwritten by\b", re.I),
 }
 # Words a question and a sentence write differently for one thing ("How much faster ...?" and
-# "a 3.76x speedup"; "licence" and "license"), as stems.
+# "a 2.5x speedup"; "licence" and "license"), as stems.
 _SAME = {"faster": "speedup", "fast": "speedup", "quicker": "speedup", "speed": "speedup",
          "speed-up": "speedup", "acceler": "speedup", "licenc": "licens"}
 
@@ -194,7 +194,7 @@ def asks_record(question: str, paper: Paper) -> bool:
 
 
 def _unled(sentence: str, own: list[str]) -> str:
-    """The sentence without the "Skrull: " lead an answer gives a quote of a paper it does not
+    """The sentence without the "GPipe: " lead an answer gives a quote of a paper it does not
     name, so that the sentence is read as its abstract writes it."""
     for name in own:
         if sentence.startswith(f"{name}: "):
@@ -260,7 +260,7 @@ class AnswerRelevance:
     @staticmethod
     def plain(sentence: str, paper: Paper) -> str:
         """A unit of an answer as the abstract of `paper` would write it: without its citation
-        markers, a list bullet, or the "Skrull: " lead of a quote of a paper it does not name."""
+        markers, a list bullet, or the "GPipe: " lead of a quote of a paper it does not name."""
         return _unled(claim_of(sentence), paper_names(paper))
 
     def score(self, question: str, sentence: str, papers: list[Paper]) -> float | None:

@@ -53,7 +53,7 @@ def _lookups(papers: list[Paper]) -> snapshots.Lookups:
     by (`paper_names`), the record fields rag.retrieve.metadata matches, and the names papers
     go by in running text (rag.answering.names): `short_names` (lower-cased -> as the first
     paper of that name writes it), `typed_names` (as a keyboard types one that Unicode writes
-    otherwise: "adacm2" -> "AdaCM²") and `label_papers` (lower-cased -> every paper going by it)."""
+    otherwise: "pix2" -> "Pix²") and `label_papers` (lower-cased -> every paper going by it)."""
     tables = metadata_match.tables(papers)
     tables["paper_names"] = [(name, p.paper_id) for p in papers for name in sorted(paper_names(p))]
     labels = [(short_label(p.title, p.label), p.paper_id) for p in papers]
@@ -150,8 +150,8 @@ _QUERY_WORD = re.compile(r"[\w²³⁴⁺]+(?:-[\w²³⁴⁺]+)*")
 
 
 def paper_names(paper: Paper) -> set[str]:
-    """What a query may call a paper by: the system name it proposes ('PASCL') or the short
-    head of its title ('Tutel' for 'Tutel: Adaptive Mixture-of-Experts at Scale')."""
+    """What a query may call a paper by: the system name it proposes ('SimCLR') or the short
+    head of its title ('Horovod' for 'Horovod: Fast and Easy Distributed Deep Learning')."""
     names = set()
     if paper.title:
         head = paper.title.split(":", 1)[0].strip()
@@ -260,7 +260,7 @@ class Retriever:
         bm25 = snap.bm25_ranking(query, DENSE_POOL, keep)
         dense_ids = [cid for cid, _ in dense]
         fused = _fuse([dense_ids, [cid for cid, _ in bm25]])
-        # A third ranking: papers the query names ("How does PASCL work?"). The dense model
+        # A third ranking: papers the query names ("How does SimCLR work?"). The dense model
         # does not know such names, and RRF lets its confident-looking but unrelated top hit
         # tie with BM25's exact match; this puts a named paper first, as users expect.
         named_ids = [pid for pid in named_in(snap, query) if allowed is None or pid in allowed]
