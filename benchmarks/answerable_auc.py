@@ -22,7 +22,7 @@ ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
 from rag.answering.pipeline import Pipeline  # noqa: E402
-from rag.answering.questions import is_list_question  # noqa: E402
+from rag.question.patterns import is_list_question  # noqa: E402
 from rag.config import Settings  # noqa: E402
 from rag.eval.sets import load_set  # noqa: E402
 

@@ -96,7 +96,8 @@ def scifact_pairs(data: Path) -> list[tuple[str, str, str, str]]:
 
 def features(judge, pairs):  # type: ignore[no-untyped-def]
     """Per pair: best-sentence cosine, overlap, judge score, hard checks passed."""
-    from rag.judge import W_OVERLAP, W_SIM, content_words
+    from rag.corpus.words import content_words
+    from rag.judge import W_OVERLAP, W_SIM
 
     claims = [p[1] for p in pairs]
     vectors = judge.embedder.embed(claims)

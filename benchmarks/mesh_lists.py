@@ -21,7 +21,7 @@ import yaml
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
 
-from rag.judge import content_words  # noqa: E402
+from rag.corpus.words import content_words  # noqa: E402
 
 CORPUS = ROOT.parent / "shared" / "benchmarks" / "pubmedqa" / "corpus.jsonl"
 SET = ROOT / "evals" / "pubmedqa" / "questions.yaml"

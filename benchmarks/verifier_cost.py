@@ -42,10 +42,11 @@ def main() -> int:
     args = ap.parse_args()
 
     from rag.config import Settings
+    from rag.corpus.words import content_words
     from rag.embed import get_embedder
     from rag.eval.report import load_judge_cases
     from rag.eval.sets import match_ref, seed_papers
-    from rag.judge import Judge, content_words
+    from rag.judge import Judge
     from rag.schema import Source
     from rag.verify import _verifiers
 

@@ -16,6 +16,7 @@ from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
+from rag.question import KINDS, Question
 
 if TYPE_CHECKING:
     from rag.retrieve import Filters, PaperHit
@@ -113,6 +114,7 @@ class Source:
     n: int
     paper: Paper
     relevance: float
+    named: bool = False  # the question names it (by name, or by a field of its record)
 
     @property
     def name(self) -> str:
@@ -163,9 +165,29 @@ class SentenceCheck:
                 "support": self.support, "quote": self.quote, "addresses": self.addresses}
 
 
+class QuestionRead(BaseModel):
+    """How rag read the question (rag.question.Question): `question` in `rag ask --json`,
+    `/ask` and MCP's ask result."""
+
+    text: str = Field(description="The question as asked.")
+    standalone: str = Field(description="As answered: a follow-up made stand-alone.")
+    kind: Literal[KINDS] = Field(description=(  # type: ignore[valid-type]
+        "compare, list, definition (what a name stands for), metadata (a field of a paper's "
+        "record), figure (it gives a figure), count (how many), summary (what a named paper "
+        "does) or fact."))
+    names: list[str] = Field(description="The papers of the index it names.")
+    topic: str = Field(description="A list question's topic: what its papers are to be about.")
+    aspect: str = Field(description="A comparison's: in what respect the papers are compared.")
+    figure: str | None = Field(description="A figure it gives, such as '2.5x'.")
+    record: str | None = Field(description="The field of a paper's record it asks for: authors, "
+                                           "date, venue, doi or arxiv_id.")
+    follow_up: bool = Field(description="It was rewritten to stand alone from the conversation.")
+    filters: dict[str, str | int] = Field(description="The filters it was asked with.")
+
+
 @dataclass
 class Answer:
-    question: str
+    question: Question
     standalone_question: str
     answer: str
     abstained: bool
@@ -196,7 +218,7 @@ class Answer:
                 if s.quote and s.support > quotes.get(n, (-1.0, ""))[0]:
                     quotes[n] = (s.support, s.quote)
         return {
-            "question": self.question,
+            "question": self.question.to_public(),
             "standalone_question": self.standalone_question,
             "answer": self.answer,
             "abstained": self.abstained,

@@ -151,8 +151,8 @@ def answered(home: Path, scifact_home: Path | None, cache: Path) -> list[dict[st
     """The offline answerer's quotes for the questions of ANSWERED, the check off, labelled
     where the labels say (see the module docstring); kept in `cache` while the code, the
     fitted relevance models and the sets are unchanged."""
-    from rag.answering.questions import is_list_question
     from rag.eval.sets import load_set
+    from rag.question.patterns import is_list_question
 
     files = [p for p in sorted((ROOT / "rag").rglob("*.py")) if p.name != "addresses.py"]
     files += [ROOT / "rag" / "relevance" / "params.json"] + [ROOT / s for s, _ in ANSWERED]

@@ -77,7 +77,7 @@ def scifact(n: int) -> list[dict[str, Any]]:
 
 def verdicts(judge: Any, rows: list[dict[str, Any]]) -> list[tuple[bool, bool, float]]:
     """(label, the judge's verdict without the overlap bound, overlap) per row."""
-    from rag.judge import content_words, strip_markers
+    from rag.corpus.words import content_words, strip_markers
 
     out = []
     for r in rows:

@@ -115,7 +115,7 @@ def relevance_for(settings: Settings, params: dict[str, Any] | None = None) -> A
 
 def extract(rel: Any, corpus: str, set_path: Path, splits: set[str]) -> list[dict[str, Any]]:
     """Per question: its candidates' features and labels (the pipeline's own list detection)."""
-    from rag.answering.questions import is_list_question, topic_of
+    from rag.question.patterns import is_list_question, topic_of
     from rag.retrieve import metadata as metadata_match
 
     questions = [q for q in load_set(ROOT / set_path) if q.split in splits and q.kind != "followup"]

@@ -48,7 +48,7 @@ def holds_fact(sentence: str, facts: list[str]) -> bool:
 
 
 def pairs_for(pipeline: Any, set_path: Path, sample: int, seed: int) -> list[dict[str, Any]]:
-    from rag.answering.questions import is_list_question
+    from rag.question.patterns import is_list_question
     from rag.schema import AskOptions
 
     questions = [q for q in load_set(set_path) if q.kind in ("fact", "unanswerable")

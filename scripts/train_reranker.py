@@ -76,8 +76,8 @@ def cross_corpus(set_path: str) -> str | None:
 def build_pairs(rels: dict[str, Any]) -> list[dict[str, Any]]:
     from fit_relevance import RUNS, _is_answer
 
-    from rag.answering.questions import is_list_question, topic_of
     from rag.eval.sets import load_set, resolve_refs
+    from rag.question.patterns import is_list_question, topic_of
 
     pairs: list[dict[str, Any]] = []
     for corpus, set_path, index in RUNS:

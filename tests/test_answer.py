@@ -8,8 +8,8 @@ import re
 import pytest
 
 from rag.answering import Pipeline
+from rag.corpus.words import strip_markers
 from rag.errors import LLMTimeout, LLMUnavailable, ModelNotFound
-from rag.judge import strip_markers
 from rag.prompts import NO_ANSWER
 from rag.schema import AskOptions, DoneEvent, TokenEvent
 from tests.ollama_server import UNCITED_CLAIM, free_port_with_nothing_listening

@@ -12,9 +12,9 @@ from typing import Any
 import pytest
 
 from rag.answering.pipeline import Pipeline
-from rag.answering.questions import is_list_question
 from rag.eval.sets import load_set
 from rag.prompts import NO_ANSWER
+from rag.question.patterns import is_list_question
 from rag.relevance import load_params
 from rag.schema import AskOptions
 from tests.conftest import ROOT

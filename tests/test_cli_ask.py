@@ -112,7 +112,10 @@ def test_chat_json_prints_only_the_answers_objects(seeded_settings, tmp_path) ->
         obj, end = decoder.raw_decode(text)
         objects.append(obj)
         text = text[end:].lstrip()
-    assert [o["question"] for o in objects] == script.splitlines()[:2]
+    assert [o["question"]["text"] for o in objects] == script.splitlines()[:2]
+    # the follow-up is shown as read: made stand-alone, about the paper asked of before
+    assert [o["question"]["follow_up"] for o in objects] == [False, True]
+    assert "Skrull" in objects[1]["question"]["standalone"]
     assert "3.76x" in objects[0]["answer"] and "you> " in res.stderr
 
 

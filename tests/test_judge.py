@@ -78,7 +78,7 @@ def test_precision_and_recall_meet_the_recorded_thresholds(results: list[dict[st
 
 
 def test_quotes_the_abstract_holds_word_for_word_pass(results: list[dict[str, Any]], papers: list[Any]) -> None:
-    from rag.judge import verbatim
+    from rag.corpus.words import verbatim
 
     quotes = [r for r in results if r["kind"] == "quote"]
     held = [r for r in quotes if verbatim(r["sentence"], paper(papers, r["paper"]).abstract)]
@@ -104,7 +104,7 @@ def test_negations_are_caught(results: list[dict[str, Any]]) -> None:
 
 
 def test_number_and_name_extraction() -> None:
-    from rag.judge import names, numbers
+    from rag.corpus.words import names, numbers
 
     assert numbers("3.76x on average (up to 7.54×), 118,185 projects, 4X longer") == {
         "3.76", "7.54", "118185", "4"}

@@ -60,8 +60,8 @@ def _seed_paper_names() -> set[str]:
     the name an abstract introduces its work by (rag's own reading of "we propose X")."""
     import re
 
-    from rag.answering.questions import introduced_names
     from rag.corpus import read_all
+    from rag.question.patterns import introduced_names
 
     results, _, _ = read_all(sorted((ROOT / "seeds").iterdir()), skip_bad=True)
     names: set[str] = set()

@@ -66,6 +66,8 @@ def test_fact_question_is_answered_with_a_checked_citation(mcp: Session) -> None
     answer = result.structured_content
     assert not result.is_error and not answer["declined"]
     assert "3.76x" in answer["answer"] and "[1]" in answer["answer"]
+    # how rag read the question, as `rag ask --json` shows it
+    assert answer["question"]["kind"] == "fact" and "Skrull" in answer["question"]["names"]
     assert answer["references"][0]["n"] == 1 and answer["references"][0]["paper_id"] == SKRULL
     assert answer["sentences"] and all(s["supported"] and s["citations"] == [1]
                                        for s in answer["sentences"])

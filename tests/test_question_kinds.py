@@ -7,7 +7,9 @@ from __future__ import annotations
 
 import pytest
 
-from rag.answering.asked import (
+from rag.corpus.acronyms import acronym_pattern
+from rag.corpus.paper import Paper
+from rag.question.asks import (
     asked_acronyms,
     count_in,
     evaluated_in,
@@ -16,7 +18,7 @@ from rag.answering.asked import (
     link_in,
     spelled_out,
 )
-from rag.answering.questions import (
+from rag.question.patterns import (
     asks_only_for_authors_papers,
     compared_in,
     defined_term,
@@ -26,10 +28,8 @@ from rag.answering.questions import (
     long_forms,
     mentions_name,
     names_related,
-    publication_asked,
 )
-from rag.corpus.acronyms import acronym_pattern
-from rag.corpus.paper import Paper
+from rag.question.published import publication_asked
 
 
 def paper(title: str, abstract: str) -> Paper:

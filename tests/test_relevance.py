@@ -14,6 +14,7 @@ import pytest
 
 from rag.corpus.paper import Paper
 from rag.errors import RagError
+from rag.question import read_question
 from rag.relevance import Decision, RelevanceParamsError, hub, load_params
 from rag.retrieve import PaperHit
 
@@ -175,7 +176,7 @@ def test_a_list_answer_cites_every_member_past_30() -> None:
     hits = [PaperHit(Paper(paper_id=f"p{i}", abstract=f"Study {i} of laparoscopy.", title=f"Study {i}"),
                      0.5, 0.5) for i in range(45)]
     chooser = SourceChooser(_Retriever(hits), judge=None, relevance=_Relevance())  # type: ignore[arg-type]
-    chosen = chooser.choose("Which studies are about laparoscopy?", 5, None)
+    chosen = chooser.choose(read_question("Which studies are about laparoscopy?"), 5, None)
     assert chosen.list_question and len(chosen.sources) == 45 and chosen.matched == 45
 
 

@@ -126,4 +126,4 @@ def test_surrogate_pairs_are_text(client: Any) -> None:
     response = client.post(f"{BASE_URL}/ask", headers={"Content-Type": "application/json"},
                            data=b'{"question": "What is Skrull? \\ud83d\\ude00", "llm": "none"}')
     assert response.status_code == 200, response.text
-    assert response.json()["question"] == "What is Skrull? \U0001f600"
+    assert response.json()["question"]["text"] == "What is Skrull? \U0001f600"

@@ -54,8 +54,8 @@ def test_lookups_find_what_the_scans_found(retriever: Any) -> None:
     import re
 
     from rag.answering.names import CorpusNames
-    from rag.answering.questions import mentions, names_pattern
     from rag.corpus.text import MAX_NAME, short_label
+    from rag.question.patterns import mentions, names_pattern
     from rag.retrieve import metadata
 
     snap = retriever.snapshot()

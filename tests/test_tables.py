@@ -9,16 +9,10 @@ from pathlib import Path
 import pytest
 import yaml
 
-from rag.answering.tables import (
-    NOT_REPORTED,
-    Table,
-    TableSource,
-    aspect,
-    build_table,
-    is_comparison,
-)
+from rag.answering.tables import NOT_REPORTED, Table, TableSource, build_table
 from rag.corpus import expand_paths, merge_papers, read_file
 from rag.corpus.text import split_sentences
+from rag.question.compared import aspect, is_comparison
 from tests.conftest import ROOT, SEEDS
 
 COMPARISONS = [

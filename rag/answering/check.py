@@ -25,7 +25,8 @@ from rag.answering.citations import (
     renumber,
 )
 from rag.corpus.text import sentence_pieces
-from rag.judge import Judge, Support, claim_of, strip_markers
+from rag.corpus.words import claim_of, strip_markers
+from rag.judge import Judge, Support
 from rag.prompts import NO_ANSWER
 from rag.schema import SentenceCheck, SentenceEvent, Source
 from rag.verify import NOT_SUPPORTED

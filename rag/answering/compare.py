@@ -20,11 +20,13 @@ import numpy as np
 from rag.answering.check import Checker
 from rag.answering.generate import source_blocks
 from rag.answering.names import CorpusNames
-from rag.answering.questions import introduced_names, names_pattern
-from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, aspect, build_table
+from rag.answering.tables import NOT_REPORTED, Cell, Row, Table, TableSource, build_table
 from rag.corpus.paper import Paper
-from rag.judge import Judge, claim_of
+from rag.corpus.words import claim_of
+from rag.judge import Judge
 from rag.prompts import Template
+from rag.question import Question
+from rag.question.patterns import introduced_names, names_in_runs
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import SentenceCheck, SentenceEvent, Source
 
@@ -33,13 +35,6 @@ if TYPE_CHECKING:
 
 MAX_ROWS = 12  # a table wider than this is no longer read side by side
 MAX_NEAR = 3  # names offered for one the index lacks: a hint, not a list
-# A run of names in the question ("GPipe, PipeDream and FlexGen"): capitalised words joined by
-# commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
-_NAME = r"[A-Z][\w\-.]*[\w]"
-# "Alpha, Beta and the Gamma": a name may follow its article in the run
-_RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus)\s+)(?:the\s+)?{_NAME})+")
-
-
 class Unplaced(list[str]):
     """Names the question gives that get no row: those the index does not have (the list),
     in `left_out` papers it has beyond MAX_ROWS, and in `outside` papers it has that the
@@ -98,11 +93,19 @@ def not_in_index(names: list[str], near: dict[str, list[str]] | None = None) -> 
 def _near(missing: list[str], names: CorpusNames) -> dict[str, list[str]]:
     """For each missing name, up to MAX_NEAR names in the index with a word it begins
     ("Colossal": Colossal-AI; "NeoX": GPT-NeoX)."""
-    near = {}
-    for name in missing:
-        word = re.compile(rf"(?<![^\W_]){re.escape(name.lower())}")
-        near[name] = sorted(names.display(k) for k in names.known if word.search(k))[:MAX_NEAR]
-    return near
+    return {name: sorted(names.display(k) for k in names.known
+                         if _begins_a_word(name.lower(), k))[:MAX_NEAR] for name in missing}
+
+
+def _begins_a_word(part: str, text: str) -> bool:
+    """`part` starts a word of `text` (at its start, or after a character not a letter or
+    digit): a substring test, where a regex per missing name was compiled per question."""
+    at = text.find(part)
+    while at >= 0:
+        if at == 0 or not text[at - 1].isalnum():
+            return True
+        at = text.find(part, at + 1)
+    return False
 
 
 def quoted(name: str) -> str:
@@ -110,30 +113,6 @@ def quoted(name: str) -> str:
     ("Pipe|Net" is one name, "**Bold**" no emphasis)."""
     escaped = _MARKDOWN.sub(r"\\\1", " ".join(name.split()))
     return f"“{escaped}”"
-
-
-def _names_in_runs(question: str, named: list[str], known: Container[str],
-                   every_run: bool = False) -> list[str]:
-    """Names in the question's runs of names ("GPipe, Zorblax and PipeDream") that the index does
-    not know, in a run that also names a paper it knows (`every_run`: in any run, for a
-    comparison the abstracts found nothing for). Known names are matched whole first:
-    "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
-    tokens: dict[str, str] = {}
-
-    def mask(m: re.Match[str]) -> str:
-        token = f"Qq{len(tokens)}Named"  # a word the run pattern reads as one name
-        tokens[token.lower()] = m.group(0).lower()
-        return token
-
-    pattern = names_pattern(named)
-    masked = pattern.sub(mask, question) if pattern else question
-    missing: list[str] = []
-    for run in _RUN.finditer(masked):
-        words = re.findall(_NAME, run.group(0))
-        if every_run or any(w.lower() in tokens for w in words):
-            missing += [w for w in words if w.lower() not in tokens and w.lower() not in known
-                        and w not in missing]
-    return missing
 
 
 class _Known:
@@ -158,16 +137,17 @@ def _introducing(candidates: list[str], papers: Iterable[Paper]) -> dict[str, tu
     return found
 
 
-def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Retriever,
+def plan(asked: Question, chosen: list[Source], names: CorpusNames, retriever: Retriever,
          members: Callable[[], list[PaperHit]], filters: Filters | None = None) -> Plan:
     """Rows for the named papers in the order named (those the filters accept), else for the
     papers `members` finds on the question's topic (as for "which papers" questions)."""
+    question = asked.standalone
     known = _Known(names.known)
     # "Compare Alpa and Ansor": a name an abstract introduces its work by, under a title
     # that gives another ("Adaptive Message Quantization and ..."), names that paper; it was
     # said not to be in the index
-    mentioned = names.mentioned(question)
-    candidates = _names_in_runs(question, mentioned, known, every_run=True)
+    mentioned = list(asked.names)
+    candidates = names_in_runs(question, mentioned, known, every_run=True)
     snap = retriever.snapshot()
     introducing = _introducing(candidates, snap.papers_containing(candidates))
     named = sorted([*mentioned, *introducing], key=lambda n: question.lower().find(n))
@@ -182,7 +162,7 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
     shared: list[str] = []  # names that several papers go by
     # "GPipe vs Zorblax": one paper the index knows, set against a name it does not, is a
     # comparison too (GPipe's row, and "Zorblax is not in the index")
-    if len(named) >= 2 or (named and _names_in_runs(question, named, known)):
+    if len(named) >= 2 or (named and names_in_runs(question, named, known)):
         # keyed like CorpusNames (the display name, lower-case)
         papers: dict[str, list[Paper]] = {n: list(found) for n, (_, found) in introducing.items()}
         going = names.papers_named(named)
@@ -203,29 +183,29 @@ def plan(question: str, chosen: list[Source], names: CorpusNames, retriever: Ret
                                                      relevance.get(paper.paper_id, 1.0))
                 elif display(name) not in left_out:
                     left_out.append(display(name))
-    missing = _names_in_runs(question, named, known) if by_name or outside else []
+    missing = names_in_runs(question, named, known) if by_name or outside else []
     described = filters.describe() if filters is not None else ""
     if by_name or outside:  # none within the filters: no table, the answer says why
         return Plan(list(by_name.values()),
                     Unplaced(missing, left_out, outside, described, shared, _near(missing, names)))
     found = [(h.paper, h.relevance) for h in members()] or [(s.paper, s.relevance) for s in chosen]
     if not found:  # "compare Zorblax and Quux": nothing to compare; the names the index lacks
-        missing = _names_in_runs(question, [], known, every_run=True)
+        missing = names_in_runs(question, [], known, every_run=True)
         return Plan([], Unplaced(missing, near=_near(missing, names)))
     return Plan([Source(i, p, r) for i, (p, r) in enumerate(found[:MAX_ROWS], 1)], Unplaced(missing))
 
 
-def prompt(template: Template, system: Template, no_answer: str, question: str,
+def prompt(template: Template, system: Template, no_answer: str, asked: Question,
            sources: list[Source]) -> list[dict[str, str]]:
     blocks = source_blocks(sources)
     rows = ", ".join(f"{s.name} [{s.n}]" for s in sources)
     return [{"role": "system", "content": system.render(no_answer=no_answer)},
             {"role": "user", "content": template.render(
-                sources=blocks, question=question, n_sources=len(sources), rows=rows,
-                aspect=aspect(question))}]
+                sources=blocks, question=asked.standalone, n_sources=len(sources), rows=rows,
+                aspect=asked.aspect)}]
 
 
-def offline_table(question: str, sources: list[Source], retriever: Retriever, judge: Judge) -> Table:
+def offline_table(asked: Question, sources: list[Source], retriever: Retriever, judge: Judge) -> Table:
     """Each row's cell quoted from its abstract: the sentence closest to what is compared."""
     vectors: dict[str, np.ndarray] = {}
 
@@ -236,10 +216,10 @@ def offline_table(question: str, sources: list[Source], retriever: Retriever, ju
         return [(float(v), s) for s, v in zip(sents, vecs @ vectors[what], strict=True)]
 
     rows = [TableSource(s.n, s.paper.paper_id, s.name, s.paper.abstract) for s in sources]
-    return build_table(question, rows, scores)
+    return build_table(asked.standalone, rows, scores)
 
 
-def model_table(question: str, sources: list[Source], checker: Checker) -> Table:
+def model_table(asked: Question, sources: list[Source], checker: Checker) -> Table:
     """The table from the model's checked lines: a row's cell is the first line that cites
     its paper alone (checked like any sentence); a paper with no such line is "not reported"."""
     writer_n = {new: old for old, new in checker.order.items()}
@@ -250,7 +230,7 @@ def model_table(question: str, sources: list[Source], checker: Checker) -> Table
         if n is not None and n not in lines:
             text = claim_of(check.text)
             lines[n] = text.split(":", 1)[1].strip() if ":" in text[:60] else text
-    what = aspect(question)
+    what = asked.aspect
     rows = [Row(s.paper.paper_id, s.name,
                 [Cell(lines[s.n].rstrip("."), [s.n]) if s.n in lines else Cell(NOT_REPORTED)])
             for s in sources]

@@ -7,29 +7,25 @@ from __future__ import annotations
 
 import numpy as np
 
-from rag.answering.asked import LINK_ASK, count_in, evaluated_in, link_in, spelled_out
+from rag.answering.listing import RULE_NAMED
 from rag.answering.metadata import metadata_answer
-from rag.answering.questions import (
-    COMPARES,
-    EXPANSION,
-    asks_for_summary,
-    compared_in,
-    definition_marks,
-    figure_test,
+from rag.answering.rules import first_found, summary_sentences
+from rag.corpus.paper import Paper
+from rag.corpus.text import split_sentences
+from rag.corpus.words import strip_markers
+from rag.judge import Judge
+from rag.prompts import NO_ANSWER
+from rag.question import Question
+from rag.question.asks import LINK_ASK
+from rag.question.patterns import (
     introduced_names,
     mentions_name,
-    name_test,
-    names_related,
     topic_of,
     without_names,
 )
-from rag.corpus.paper import Paper
-from rag.corpus.text import split_sentences
-from rag.judge import Judge, strip_markers
-from rag.prompts import NO_ANSWER
 from rag.relevance import Relevance
 from rag.relevance.addresses import AnswerRelevance
-from rag.relevance.features import CONTRIBUTION, URL, has_number
+from rag.relevance.features import CONTRIBUTION, URL
 from rag.retrieve import Retriever
 from rag.schema import Source
 
@@ -50,14 +46,13 @@ class ExtractiveWriter:
         """(P(the sentence answers), sentence) for each sentence of the abstract, best first."""
         return self.relevance.best_sentences(question, paper, qvec)
 
-    def list_lines(self, question: str, sources: list[Source]) -> str:
-        """One line per paper: the sentence that says what it contributes to the topic."""
-        topic = topic_of(question)
+    def list_lines(self, asked: Question, sources: list[Source], rule: str = "") -> str:
+        """One line per paper: the sentence that says what it contributes to the topic, and
+        the one the list rule that chose the papers quotes (`rule`, rag.answering.listing:
+        where a paper names the thing the topic names, or states the figure it gives)."""
+        topic = asked.topic or topic_of(asked.standalone)
         qvec = self.retriever.embed_query(topic)
-        related = names_related(topic)  # "compare against GPT-NeoX": where each names it
-        defining = self.retriever.snapshot().papers_containing(definition_marks(related))
-        names_it = name_test(related, [p.abstract for p in defining]
-                             ) if related else figure_test(topic)  # "report a 2.5x speedup": where
+        names_it = RULE_NAMED[rule].quotes(asked.standalone, self.retriever.snapshot) if rule else None
         lines = []
         self.relevance.prime([s.paper for s in sources])
         for s in sources:
@@ -73,7 +68,8 @@ class ExtractiveWriter:
                    if CONTRIBUTION.search(se) or s.name.lower() in se.lower()
                    or any(mentions_name(n, se) for n in names)] or range(len(sents))
             picked = [max(own, key=lambda i: sims[i])]
-            # "Which papers compare against GPT-NeoX?": and where it names GPT-NeoX
+            # "Which papers compare against GPT-NeoX?": and where it names GPT-NeoX; "Which
+            # papers report a 2.5x speedup?": and where it states it
             naming = [i for i, se in enumerate(sents) if names_it and names_it(se)]
             if naming and not set(naming) & set(picked):
                 picked.append(max(naming, key=lambda i: sims[i]))
@@ -83,55 +79,29 @@ class ExtractiveWriter:
 
     def summary(self, source: Source) -> str:
         """For 'What does X do?': what the paper proposes and what it reports, in its words."""
-        sents = split_sentences(source.paper.abstract)
-        # The sentences stating what the paper proposes come first, then others naming it; one
-        # that gives where its code or data lives (a URL) says nothing of what it does.
-        states = [s for s in sents if CONTRIBUTION.search(s)]
-        naming = [s for s in sents if source.name.lower() in s.lower() and s not in states
-                  and not URL.search(s)]
-        pick = (states + naming)[:2]
-        results = [s for s in sents if has_number(s) and s not in pick][-1:]  # a URL's digits are no result
-        chosen = [s for s in sents if s in pick + results] or sents[:2]
-        text = " ".join(strip_markers(s).rstrip(".") + f" [{source.n}]." for s in chosen)
-        return text if source.name.lower() in text.lower() else f"{source.name}: {text}"
+        return _passages([(1.0, sent, source) for sent in summary_sentences(source.paper, source.name)])
 
-    def write(self, question: str, sources: list[Source], list_question: bool) -> str:
-        if list_question:
-            return self.list_lines(question, sources)
-        return metadata_answer(question, sources, self.summary) or self.fact(question, sources)
+    def write(self, asked: Question, sources: list[Source], rule: str = "") -> str:
+        """The answer from the abstracts' own sentences: a list's lines (`rule`: the list rule
+        that chose its papers), a record's fields, or a fact's sentences."""
+        if asked.list_question:
+            return self.list_lines(asked, sources, rule)
+        return metadata_answer(asked.standalone, sources, self.summary) or self.fact(asked, sources)
 
-    def fact(self, question: str, sources: list[Source]) -> str:
-        named = [s for s in sources if s.relevance >= 1.0]
+    def fact(self, asked: Question, sources: list[Source]) -> str:
+        """The sentences that answer a fact question: where a rule (rag.answering.rules) finds
+        them in a paper the question names, else the sentence model's best."""
+        question = asked.standalone
+        named = [s for s in sources if s.named]
         # Judge sentences on what is asked, without the paper's name: a question that names a
         # system but asks what its abstract does not say must not match on the name alone.
         aspect = without_names(question, [s.name for s in named])
-        if asks_for_summary(question, [s.name for s in named]):
-            return self.summary(named[0])
-        if EXPANSION.search(question):  # "What does LoRA stand for?": where it is spelled out
-            spelled = [(s, sent) for s in named if (sent := spelled_out(question, s.name, s.paper.abstract))]
-            if spelled:
-                return _passages([(1.0, spelled[0][1], spelled[0][0])])
-        if COMPARES.search(question):
-            # "How does vLLM compare with Horovod?": what the named paper's abstract says
-            # where it names the other, each such sentence in the abstract's order.
-            for s in named:
-                others = compared_in(question, s.paper)
-                said = [sent for sent in split_sentences(s.paper.abstract)
-                        if any(mentions_name(o, sent, compound=False) for o in others)]
-                if said:
-                    return _passages([(1.0, sent, s) for sent in said[:MAX_QUOTED]])
-        if states := figure_test(question):
-            # "What is the 2.5x speedup?": where the papers found to state it state it; the
-            # sentence model's other picks (its accuracy, its design) say nothing of the figure
-            stating = [(1.0, sent, s) for s in named for sent in split_sentences(s.paper.abstract)
-                       if states(sent)]
-            if stating:
-                return _passages(stating[:MAX_QUOTED])
-        linked = [(1.0, sent, s) for s in named if (sent := link_in(question, s.paper.abstract))]
-        if linked:  # "Where is ByteScheduler's code?": where it says so, not the sentences before
-            return _passages(linked[:1])
-        counted = [(s, sent) for s in named if (sent := count_in(question, s.paper.abstract)
-                                                or evaluated_in(question, s.name, s.paper.abstract))]
+        found = first_found(asked, [(s.paper, s.name) for s in named], answers=("alone", "joined"))
+        by_id = {s.paper.paper_id: s for s in named}
+        if found and found.rule.answer == "alone":
+            return _passages([(1.0, sent, by_id[p.paper_id]) for p, sents in found.answers
+                              for sent in sents][:MAX_QUOTED])
+        counted = [(by_id[found.papers[0].paper_id], found.sentences[0])] if found else []
         qvec = self.retriever.embed_query(aspect)
         # The sources are the papers the relevance model found to answer, best first; the
         # best sentence of the first answers, and sentences the sentence model accepts join it.
@@ -148,9 +118,9 @@ class ExtractiveWriter:
         rest = sorted((t for t in scored[1:] if t[0] >= bound), key=lambda t: -t[0])
         kept = [first, *rest][:MAX_QUOTED]
         if counted and all(t[1] != counted[0][1] for t in kept):
-            # "How many developers ...?", "What is it evaluated on?": the sentence that gives the
-            # count, or says what the evaluation was on, whatever the model made of it, with the
-            # best of the others
+            # "How many developers ...?", "What is it evaluated on?": the sentence a rule found
+            # (that gives the count, or says what the evaluation was on), whatever the model
+            # made of it, with the best of the others
             kept = [(1.0, counted[0][1], counted[0][0]), *kept][:MAX_QUOTED]
         return _passages(kept)
 

@@ -6,11 +6,11 @@ import re
 from dataclasses import dataclass
 
 from rag.answering.names import CorpusNames
-from rag.answering.questions import FOLLOW_UP, names_pattern
 from rag.errors import LLMError
 from rag.llm import ModelClient
 from rag.llm.guard import Deadline
 from rag.prompts import NO_ANSWER, Template
+from rag.question.patterns import ANOTHER, FOLLOW_UP, names_pattern
 
 HISTORY_TURNS = 6  # turns shown to the model when it rewrites a follow-up
 # Only the start of a previous turn is scanned for paper names: a question is at most 2,000
@@ -50,9 +50,6 @@ def condense(question: str, history: list[dict[str, str]], names: CorpusNames,
     return _offline(question, history, names)
 
 
-# "What about GPipe?", "And for ByteScheduler?", "How about Horovod?": the question before, asked of
-# another paper.
-ANOTHER = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b|^\W*and\s+(?:for|in|with)?\b", re.I)
 SHORT = 4  # words: a question this short leans on the conversation ("Who wrote it?", "Why?")
 
 

@@ -7,9 +7,11 @@ from collections import Counter
 from collections.abc import Generator
 from dataclasses import dataclass
 
+from rag.corpus.words import strip_markers
 from rag.llm import ModelClient, StreamEnd, Thinking, Token
 from rag.llm.guard import Deadline
 from rag.prompts import NO_ANSWER, Template, fence, format_source
+from rag.question import Question
 from rag.schema import ProgressEvent, Source
 
 MAX_INSTRUCTIONS = 4000  # a client's own instructions (OpenAI system messages), at most
@@ -18,7 +20,6 @@ MAX_INSTRUCTIONS = 4000  # a client's own instructions (OpenAI system messages),
 # real answers ("- [1]", "and [2]"), so they never count.
 LOOP_TIMES, LOOP_MIN, LOOP_MAX = 3, 16, 600
 _SENTENCE_END = re.compile(r"(?<=[.!?])\s+|\n+")
-_MARKERS = re.compile(r"\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 
 
 @dataclass(frozen=True)
@@ -39,7 +40,7 @@ def source_blocks(sources: list[Source]) -> str:
     )
 
 
-def messages(templates: dict[str, Template], question: str, sources: list[Source],
+def messages(templates: dict[str, Template], asked: Question, sources: list[Source],
              instructions: str | None = None) -> list[dict[str, str]]:
     blocks = source_blocks(sources)
     out = [{"role": "system", "content": templates["system"].render(no_answer=NO_ANSWER)}]
@@ -51,7 +52,7 @@ def messages(templates: dict[str, Template], question: str, sources: list[Source
             "conflict with the rules above; the rules above always win.\n<client_preferences>\n"
             + fence(instructions.strip()[:MAX_INSTRUCTIONS]) + "\n</client_preferences>")})
     out.append({"role": "user", "content": templates["answer"].render(
-        sources=blocks, question=question, no_answer=NO_ANSWER, n_sources=len(sources))})
+        sources=blocks, question=asked.standalone, no_answer=NO_ANSWER, n_sources=len(sources))})
     return out
 
 
@@ -78,7 +79,7 @@ def model_text(client: ModelClient, prompt: list[dict[str, str]], max_tokens: in
 
 
 def _shape(text: str) -> str:
-    return re.sub(r"\d+", "#", _MARKERS.sub("", text).lower()).strip()
+    return re.sub(r"\d+", "#", strip_markers(text).lower()).strip()
 
 
 def repeating(text: str) -> str:

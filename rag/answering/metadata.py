@@ -2,27 +2,17 @@
 
 from __future__ import annotations
 
-import re
 from collections.abc import Callable
 
-from rag.answering.questions import ARXIV_ID, BY_AUTHOR, META, WHO_WROTE
 from rag.corpus.paper import Paper
+from rag.corpus.paper import venue_note as paper_venue_note
 from rag.corpus.text import short_label
+from rag.question.patterns import ARXIV_ID, ASKS_AUTHORS, ASKS_DATE, BY_AUTHOR, META
 from rag.relevance.features import RECORD_ASKS, record_fields
 from rag.schema import Source
 
 _FIELD_NAMES = {"authors": "authors", "arxiv_id": "arXiv id", "doi": "DOI", "venue": "venue",
                 "date": "date"}
-# "When was GPipe published?" asks the record for a date; "When does GPipe split batches?"
-# does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
-_ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
-                        r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
-
-# "Who wrote GPipe?" asks the record for authors; "Who funded GPipe?" does not, though
-# RECORD_ASKS counts any "who".
-_ASKS_AUTHORS = re.compile(WHO_WROTE.pattern + r"|\b(?:co-?)?authors?\b|\bauthored\b", re.I)
-
-_VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
 _VENUE_ASKS = ("venue", "published", "journal", "conference")
 
 
@@ -30,7 +20,7 @@ def metadata_answer(question: str, sources: list[Source],
                     summary: Callable[[Source], str]) -> str | None:
     """Authors, arXiv id, venue or year of a paper the question names; None if it asks none."""
     m = META.search(question)
-    named = [s for s in sources if s.relevance >= 1.0] or sources[:1]
+    named = [s for s in sources if s.named] or sources[:1]
     if named and BY_AUTHOR.search(question):
         hits = [(a, s) for s in named for a in s.paper.authors
                 if len(a) > 5 and a.lower() in question.lower()]
@@ -64,7 +54,7 @@ def metadata_answer(question: str, sources: list[Source],
 def _record_fact(ask: str, s: Source) -> str | None:
     """The sentence giving the field `ask` names from the record of `s`, if it has one."""
     p = s.paper
-    venue_note = next((c for c in p.comments if _VENUE_NOTE.search(c)), None)
+    venue_note = paper_venue_note(p)
     fact = None
     if ask.startswith(("author", "who", "written")) and p.authors:
         fact = f"{s.name} is by {', '.join(p.authors)}"
@@ -88,7 +78,7 @@ def record_gap(question: str, paper: Paper) -> str | None:
     record was read from, so that the gap reads as the library's and not as a failure."""
     fields = record_fields(paper)
     missing = [_FIELD_NAMES[name] for name, pattern in RECORD_ASKS.items()
-               if {"date": _ASKS_DATE, "authors": _ASKS_AUTHORS}.get(name, pattern).search(question)
+               if {"date": ASKS_DATE, "authors": ASKS_AUTHORS}.get(name, pattern).search(question)
                and not fields[name]]
     if not missing:
         return None

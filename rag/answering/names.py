@@ -14,10 +14,10 @@ import threading
 from collections.abc import Iterator
 from typing import Any
 
-from rag.answering.questions import mentions, names_pattern
 from rag.corpus.text import MAX_NAME
+from rag.corpus.words import spans
+from rag.question.patterns import mentions, names_pattern
 from rag.retrieve import Retriever
-from rag.retrieve.snapshot import spans
 
 __all__ = ["MAX_NAME", "CorpusNames", "NameSet"]
 

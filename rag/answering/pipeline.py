@@ -20,9 +20,7 @@ from rag.answering.followup import condense
 from rag.answering.generate import messages
 from rag.answering.metadata import record_gap
 from rag.answering.names import CorpusNames
-from rag.answering.questions import is_list_question
 from rag.answering.sources import Selection, SourceChooser
-from rag.answering.tables import is_comparison
 from rag.answering.writing import Run, write_with_model
 from rag.config import Settings
 from rag.errors import LLMError
@@ -30,6 +28,7 @@ from rag.judge import Judge, OllamaJudge
 from rag.llm import ModelClient, connect, server_kind
 from rag.llm.guard import Deadline, DeadlinePassed
 from rag.prompts import NO_ANSWER, templates
+from rag.question import Question, read_question
 from rag.retrieve import Filters, PaperHit, Retriever
 from rag.schema import (
     Answer,
@@ -111,6 +110,12 @@ class Pipeline:
                 return event.answer
         raise AssertionError("the answer stream ended without its answer")  # pragma: no cover
 
+    def read(self, text: str, standalone: str, filters: Filters, follow_up: bool = False) -> Question:
+        """The question read once (rag.question), with the papers of the index it names."""
+        named = self.names.mentioned(standalone)
+        return read_question(text, standalone, named, [self.names.display(n) for n in named],
+                             filters, follow_up)
+
     def stream(self, question: str, options: AskOptions | None = None, *,
                history: list[dict[str, str]] | None = None,
                instructions: str | None = None,
@@ -122,136 +127,181 @@ class Pipeline:
         # One deadline for every model call of this answer (the rewrite, the answer, the
         # model judge), held by a timer (rag.llm.guard) whatever the server sends.
         deadline = Deadline(self.settings.answer_timeout, cancelled)
-        question = checked_question(question)
+        text = checked_question(question)
         opts = options or AskOptions()
         mode = opts.llm or self.settings.llm
         filters = opts.to_filters()
+        self.refresh_names()
         if filters.active() and not self.retriever.filtered(self.retriever.snapshot(), filters)[0]:
             # Said as such: "the abstracts do not answer this" would read as a topic the corpus
             # lacks, when a mistyped venue or year left nothing to answer from.
-            yield from self._nothing_passes(question, filters, started)
+            yield from self._nothing_passes(self.read(text, text, filters), filters, started)
             return
         client = self.client(opts.model, mode) if mode != "none" else None
-        self.refresh_names()
-        standalone = condense(self.names.as_written(question), history or [], self.names,
-                              self.templates["condense"],
+        written = self.names.as_written(text)
+        standalone = condense(written, history or [], self.names, self.templates["condense"],
                               client if mode in ("ollama", "openai") else None, deadline)
-        run = Run(question, standalone, deadline=deadline)
-
+        asked = self.read(text, standalone, filters, follow_up=standalone != written)
+        run = Run(asked, deadline=deadline)
         t0 = time.perf_counter()
-        chosen = self.chooser.choose(standalone, opts.k or self.settings.k, filters,
+        chosen = self.chooser.choose(asked, opts.k or self.settings.k, filters,
                                      with_model=client is not None)
         run.timings["retrieve"] = (time.perf_counter() - t0) * 1000
         if chosen.unmatched is not None:
-            yield from self._nothing_passes(question, chosen.unmatched, started, (
+            yield from self._nothing_passes(asked, chosen.unmatched, started, (
                 f"No papers match the filters the question names: {chosen.unmatched.describe()}."))
             return
-        judge = self.judge
-        if opts.judge in ("model", "ollama"):
-            judge = self.model_judge(client or self.client(opts.model, mode)).within(deadline)
-        # A comparison of papers the question names goes ahead whatever the relevance
-        # decision says of the question as a whole: the named papers are the ones to compare.
-        plan = compare.plan(
-            standalone, chosen.sources, self.names, self.retriever,
-            lambda: self.chooser.list_members(standalone, filters) if chosen.sources else [],
-            filters if filters.active() else None,
-        ) if is_comparison(standalone) else None
-        if plan and not plan.sources:
-            if said := plan.missing.said():
-                # every paper the question names is outside the filters or not in the index:
-                # said, not a table of others
-                yield from self._nothing_passes(question, filters, started, said)
-                return
-            plan = None  # nothing to compare and no name to say: declined as any question
-        comparing = bool(plan and plan.sources)
+        plan = self._plan(asked, chosen, filters)
+        if plan and not plan.sources and (said := plan.missing.said()):
+            # every paper the question names is outside the filters or not in the index: said,
+            # not a table of others
+            yield from self._nothing_passes(asked, filters, started, said)
+            return
+        plan = plan if plan and plan.sources else None  # nothing to compare: declined as any question
+        judge = self._judge(opts, client, mode, deadline)
         sources = plan.sources if plan else chosen.sources
-        header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
-            if chosen.list_question and sources and not comparing else []
-        # A comparison's model lines are checked but not shown as they come: the table is.
-        checker = Checker(sources, judge, opts.strict and not comparing, prelude=header,
-                          addresses=None if chosen.list_question or comparing else self._addresses(standalone),
-                          verified=client is not None)
-
+        checker = self._checker(asked, chosen, sources, judge, opts.strict, plan, client)
         t1 = time.perf_counter()
         table = None
         if sources and client is not None:
-            def build(kept: list[Source]) -> list[dict[str, str]]:
-                return compare.prompt(self.templates["compare"], self.templates["system"],
-                                      NO_ANSWER, standalone, kept) if comparing \
-                    else messages(self.templates, standalone, kept, instructions)
-
-            try:
-                fitted = run.fitted = fit(build, sources, _window(client, deadline), client.num_predict)
-                if shrunk := fitted.notice():
-                    yield run.notice(shrunk)
-                for event in write_with_model(client, fitted, checker, run, self.settings.answer_timeout):
-                    if not (comparing and isinstance(event, SentenceEvent)):
-                        yield event
-                if comparing:
-                    checker.flush()
-                    table = compare.model_table(standalone, sources, checker)
-                elif chosen.list_question:
-                    # The model's last line is still pending until a line ends: end it, or
-                    # the paper it cites would be listed again below as missing.
-                    yield from checker.feed("\n")
-                    missing = [s for s in sources if s.n not in checker.cited()]
-                    if missing and checker.claims and not checker.abstaining \
-                            and not run.incomplete:  # a cut answer ends where the model stopped
-                        # the model left out papers that match: say so, from their abstracts
-                        yield from checker.feed("Also matching:\n"
-                                                + self.extractive.list_lines(standalone, missing))
-            except LLMError as exc:  # not running, no model, a timeout, a reply not the server's
-                if mode in ("ollama", "openai"):
-                    raise
-                run.answerer, checker.verified = "extractive", False
-                yield run.notice(f"{exc.message}; answering offline from the abstracts "
-                                 f"(to use a model: {exc.hint})")
-                client = None
-        checked = None
-        if plan and comparing:
-            if table is None:
-                table = compare.offline_table(standalone, sources, self.retriever, self.judge)
-            checked = compare.check_table(table, sources, judge, opts.strict, plan.missing)
-            yield from checked.events
-        else:
-            if client is None or not sources:
-                # A borderline question was to be the model's to judge; without it, declined
-                text = self.extractive.write(standalone, sources, chosen.list_question) \
-                    if sources and not chosen.borderline else NO_ANSWER
-                yield from checker.feed(text)
-            yield from checker.flush()
-            if client is not None and (off := checker.nothing_supported() or checker.not_addressing()):
-                yield run.notice(off)
-        yield from self._left_out(checker, run)
-        if fell := getattr(judge, "fallbacks", None):  # the model judge gave no verdict: said
-            yield run.notice(f"the model judge gave no verdict on {len(fell)} sentence(s) ({fell[0]}): "
-                             "rag's own verifier judged them")
+            table, client = yield from self._model_or_offline(asked, client, mode, sources, checker,
+                                                              run, plan, chosen, instructions)
+        checked = yield from self._write(asked, plan, table, chosen, sources, checker, judge,
+                                         opts.strict, client, run)
+        yield from self._left_out(checker, run, judge)
         run.timings["generate"] = (time.perf_counter() - t1) * 1000 - checker.judge_ms
         run.timings["check"] = checker.judge_ms
+        yield from self._conclude(asked, run, chosen, checker, sources, checked, filters, started)
+
+    def _judge(self, opts: AskOptions, client: ModelClient | None, mode: str,
+               deadline: Deadline) -> Judge | OllamaJudge:
+        """rag's verifier, or with --judge model the answering model under the deadline."""
+        if opts.judge in ("model", "ollama"):
+            return self.model_judge(client or self.client(opts.model, mode)).within(deadline)
+        return self.judge
+
+    def _plan(self, asked: Question, chosen: Selection, filters: Filters) -> compare.Plan | None:
+        """A comparison's rows. A comparison of papers the question names goes ahead whatever
+        the relevance decision says of the question as a whole: the named papers are the ones
+        to compare."""
+        if not asked.comparison:
+            return None
+        return compare.plan(
+            asked, chosen.sources, self.names, self.retriever,
+            lambda: self.chooser.list_members(asked, filters) if chosen.sources else [],
+            filters if filters.active() else None,
+        )
+
+    def _checker(self, asked: Question, chosen: Selection, sources: list[Source],
+                 judge: Judge | OllamaJudge, strict: bool, plan: compare.Plan | None,
+                 client: ModelClient | None) -> Checker:
+        comparing = plan is not None
+        header = [f"{len(sources)} of the {self.corpus_size()} abstracts match:"] \
+            if chosen.list_question and sources and not comparing else []
+        # A comparison's model lines are checked but not shown as they come: the table is.
+        return Checker(sources, judge, strict and not comparing, prelude=header,
+                       addresses=None if chosen.list_question or comparing else self._addresses(asked),
+                       verified=client is not None)
+
+    def _model_or_offline(self, asked: Question, client: ModelClient, mode: str,
+                          sources: list[Source], checker: Checker, run: Run,
+                          plan: compare.Plan | None, chosen: Selection, instructions: str | None,
+                          ) -> Generator[Event, None, tuple[compare.Table | None, ModelClient | None]]:
+        """The model's answer; with --llm auto, when the model cannot answer (not running, no
+        model, a timeout, a reply not the server's), no model: the answer is written offline."""
+        try:
+            table = yield from self._with_model(asked, client, sources, checker, run, plan, chosen,
+                                                instructions)
+            return table, client
+        except LLMError as exc:
+            if mode in ("ollama", "openai"):
+                raise
+            run.answerer, checker.verified = "extractive", False
+            yield run.notice(f"{exc.message}; answering offline from the abstracts "
+                             f"(to use a model: {exc.hint})")
+            return None, None
+
+    def _with_model(self, asked: Question, client: ModelClient, sources: list[Source],
+                    checker: Checker, run: Run, plan: compare.Plan | None, chosen: Selection,
+                    instructions: str | None) -> Generator[Event, None, compare.Table | None]:
+        """The model's answer, checked as it streams; a comparison's table from its lines."""
+        def build(kept: list[Source]) -> list[dict[str, str]]:
+            return compare.prompt(self.templates["compare"], self.templates["system"],
+                                  NO_ANSWER, asked, kept) if plan \
+                else messages(self.templates, asked, kept, instructions)
+
+        fitted = run.fitted = fit(build, sources, _window(client, run.deadline), client.num_predict)
+        if shrunk := fitted.notice():
+            yield run.notice(shrunk)
+        for event in write_with_model(client, fitted, checker, run, self.settings.answer_timeout):
+            if not (plan and isinstance(event, SentenceEvent)):
+                yield event
+        if plan:
+            checker.flush()
+            return compare.model_table(asked, sources, checker)
+        if chosen.list_question:
+            # The model's last line is still pending until a line ends: end it, or the paper
+            # it cites would be listed again below as missing.
+            yield from checker.feed("\n")
+            missing = [s for s in sources if s.n not in checker.cited()]
+            if missing and checker.claims and not checker.abstaining \
+                    and not run.incomplete:  # a cut answer ends where the model stopped
+                # the model left out papers that match: say so, from their abstracts
+                yield from checker.feed("Also matching:\n"
+                                        + self.extractive.list_lines(asked, missing, chosen.rule))
+        return None
+
+    def _write(self, asked: Question, plan: compare.Plan | None, table: compare.Table | None,
+               chosen: Selection, sources: list[Source], checker: Checker,
+               judge: Judge | OllamaJudge, strict: bool, client: ModelClient | None,
+               run: Run) -> Generator[Event, None, compare.Checked | None]:
+        """The comparison's checked table, or the rest of the answer: written offline from the
+        abstracts when no model wrote it, and what the model's answer failed to do said."""
+        if plan:
+            if table is None:
+                table = compare.offline_table(asked, sources, self.retriever, self.judge)
+            checked = compare.check_table(table, sources, judge, strict, plan.missing)
+            yield from checked.events
+            return checked
+        if client is None or not sources:
+            # A borderline question was to be the model's to judge; without it, declined
+            text = self.extractive.write(asked, sources, chosen.rule) \
+                if sources and not chosen.borderline else NO_ANSWER
+            yield from checker.feed(text)
+        yield from checker.flush()
+        if client is not None and (off := checker.nothing_supported() or checker.not_addressing()):
+            yield run.notice(off)
+        return None
+
+    def _conclude(self, asked: Question, run: Run, chosen: Selection, checker: Checker,
+                  sources: list[Source], checked: compare.Checked | None, filters: Filters,
+                  started: float) -> Iterator[Event]:
+        """The answer; an abstention with its closest passages and what a named paper's record
+        lacks."""
         answer = self._finish(run, chosen, checker, sources) if checked is None \
             else self._finish_table(run, chosen, checker, checked)
         if answer.abstained:
-            hits = self.retriever.search(standalone, NEAREST, filters)
-            answer.nearest = self.nearest(standalone, hits)
-            if gap := self._record_gap(standalone, hits):
+            hits = self.retriever.search(asked.standalone, NEAREST, filters)
+            answer.nearest = self.nearest(asked.standalone, hits)
+            if gap := self._record_gap(asked.standalone, hits):
                 answer.notices.append(gap)
                 yield NoticeEvent(gap)
         run.timings["total"] = (time.perf_counter() - started) * 1000
         yield DoneEvent(answer)
 
-    def _addresses(self, question: str) -> Callable[[str, list[Source]], bool | None]:
-        """Whether a unit of the answer addresses what `question` asks (rag.relevance.addresses)."""
+    def _addresses(self, asked: Question) -> Callable[[str, list[Source]], bool | None]:
+        """Whether a unit of the answer addresses what is asked (rag.relevance.addresses)."""
         check = self.extractive.addressing
-        return lambda text, cited: check.addresses(question, text, [s.paper for s in cited])
+        return lambda text, cited: check.addresses(asked.standalone, text, [s.paper for s in cited])
 
-    def _nothing_passes(self, question: str, filters: Filters, started: float,
+    def _nothing_passes(self, asked: Question, filters: Filters, started: float,
                         text: str = "") -> Iterator[Event]:
         text = text or f"No papers match the filters: {filters.describe()}."
         yield SentenceEvent(text, SentenceCheck(text, [], True, 0.0, meta=True))
-        run = Run(question, question, notices=[text])
+        run = Run(asked, notices=[text])
         elapsed = (time.perf_counter() - started) * 1000
         run.timings.update(retrieve=elapsed, generate=0.0, check=0.0, total=elapsed)
-        yield DoneEvent(self._answer(run, Selection([], is_list_question(question), 0), text=text,
+        yield DoneEvent(self._answer(run, Selection([], asked.list_question, 0), text=text,
                                      abstained=True, sources=[], sentences=[]))
 
     def _record_gap(self, question: str, hits: list[PaperHit]) -> str | None:
@@ -277,9 +327,10 @@ class Pipeline:
         return sorted(out, key=lambda d: -float(d["score"]))  # type: ignore[arg-type]
 
     @staticmethod
-    def _left_out(checker: Checker, run: Run) -> Iterator[Event]:
+    def _left_out(checker: Checker, run: Run, judge: Judge | OllamaJudge) -> Iterator[Event]:
         """Say what the checker kept from the reader: --strict's unsupported sentences, and
-        an answer of citation markers alone."""
+        an answer of citation markers alone; and the sentences the model judge gave no
+        verdict on."""
         if checker.strict_dropped:
             n = checker.strict_dropped
             yield run.notice(
@@ -288,6 +339,9 @@ class Pipeline:
                              "not answer it" if checker.abstained else ""))
         if checker.empty and not checker.claims:
             yield run.notice("the model wrote only citation markers, no claims: nothing of it is shown")
+        if fell := getattr(judge, "fallbacks", None):  # the model judge gave no verdict: said
+            yield run.notice(f"the model judge gave no verdict on {len(fell)} sentence(s) ({fell[0]}): "
+                             "rag's own verifier judged them")
 
     def _finish(self, run: Run, chosen: Selection, checker: Checker, sources: list[Source]) -> Answer:
         by_n = {s.n: s for s in sources}
@@ -308,7 +362,7 @@ class Pipeline:
     def _answer(self, run: Run, chosen: Selection, *, text: str, **fields: Any) -> Answer:
         ending = run.ending
         return Answer(
-            question=run.question, standalone_question=run.standalone, answer=text,
+            question=run.question, standalone_question=run.question.standalone, answer=text,
             answerer=run.answerer, incomplete=run.incomplete, error=run.error,
             notices=run.notices, list_question=chosen.list_question,
             matched=fields.pop("matched", chosen.matched),

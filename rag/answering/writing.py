@@ -12,6 +12,7 @@ from rag.answering.generate import Ending, model_text, repeating
 from rag.errors import LLMError
 from rag.llm import ModelClient, StreamBroken
 from rag.llm.guard import Deadline, DeadlinePassed
+from rag.question import Question
 from rag.schema import Event, NoticeEvent, ProgressEvent, TokenEvent
 
 # The most answer text read per token of the answer's budget: a token of any tokenizer is a
@@ -23,8 +24,7 @@ CHARS_PER_TOKEN, MIN_ANSWER_TOKENS = 16, 1024
 class Run:
     """What one answer accumulates besides its text."""
 
-    question: str
-    standalone: str
+    question: Question
     notices: list[str] = field(default_factory=list)
     answerer: str = "extractive"
     incomplete: bool = False
@@ -89,6 +89,25 @@ def write_with_model(client: ModelClient, fitted: Fitted, checker: Checker, run:
         # Nothing is not a refusal: "the abstracts do not answer this" would be rag's claim.
         raise LLMError(f"the model '{client.model}' sent an empty answer",
                        "ask again, pick another model with --model, or use --llm none")
+    yield from _ending_notices(run, fitted)
+
+
+def _stopped_notice(run: Run, client: ModelClient, seconds: float) -> str:
+    if run.stopped == "deadline":
+        if run.deadline.cancelled.is_set():
+            return "the client went away, so the model was stopped — the answer is incomplete"
+        return (f"the answer was not done after {seconds:g} s "
+                "(RAG_ANSWER_TIMEOUT) and the model was stopped — the answer is incomplete")
+    if run.stopped == "size":
+        return (f"the server at {client.host} sent more answer text than its budget allows "
+                f"({CHARS_PER_TOKEN} characters a token) and was stopped — the answer is incomplete")
+    return (f"the model kept repeating itself (\"{run.stopped[12:].strip()}\") and was "
+            "stopped — the answer is incomplete")
+
+
+def _ending_notices(run: Run, fitted: Fitted) -> Iterator[Event]:
+    """What the model's end says of its answer: the server cut the prompt to fit its context,
+    or the model stopped at its budget or its context (the answer is incomplete)."""
     ending = run.ending
     if ending and ending.prompt_tokens and ending.prompt_tokens < floor(fitted.messages):
         yield run.notice(
@@ -105,15 +124,3 @@ def write_with_model(client: ModelClient, fitted: Fitted, checker: Checker, run:
             said = (f"the model stopped at its answer budget of {fitted.max_tokens} tokens "
                     "(RAG_NUM_PREDICT)")
         yield run.notice(f"{said} — the answer is incomplete")
-
-def _stopped_notice(run: Run, client: ModelClient, seconds: float) -> str:
-    if run.stopped == "deadline":
-        if run.deadline.cancelled.is_set():
-            return "the client went away, so the model was stopped — the answer is incomplete"
-        return (f"the answer was not done after {seconds:g} s "
-                "(RAG_ANSWER_TIMEOUT) and the model was stopped — the answer is incomplete")
-    if run.stopped == "size":
-        return (f"the server at {client.host} sent more answer text than its budget allows "
-                f"({CHARS_PER_TOKEN} characters a token) and was stopped — the answer is incomplete")
-    return (f"the model kept repeating itself (\"{run.stopped[12:].strip()}\") and was "
-            "stopped — the answer is incomplete")

@@ -14,7 +14,7 @@ from pydantic import BaseModel, ConfigDict, Field, create_model, field_validator
 from pydantic_core import PydanticCustomError
 
 from rag.corpus.paper import Paper
-from rag.schema import MAX_K, MAX_QUESTION, AskOptions
+from rag.schema import MAX_K, MAX_QUESTION, AskOptions, QuestionRead
 from rag.schema import FilterFields as _Filters
 
 MAX_MESSAGES = 50
@@ -133,7 +133,7 @@ class ExportPublic(_Public):
 class AnswerPublic(_Public):
     """The object `rag ask --json` prints."""
 
-    question: str
+    question: QuestionRead = Field(description="How rag read the question.")
     standalone_question: str = Field(description="The question after condensing a follow-up.")
     answer: str = Field(description="The answer text with [n] citation markers.")
     abstained: bool

@@ -46,7 +46,7 @@ def check(target: str, paper_id: str | None, as_json: bool, index: str | None) -
         if not path.is_file():
             raise InputError(f"{target!r} is not a file", "to check a claim, name its paper: "
                              'rag check "CLAIM" --paper ID (ids: `rag papers`)')
-        from rag.answering.drafts import read_draft
+        from rag.corpus.drafts import read_draft
 
         text, kind = read_draft(path)  # bad input is refused before the index is opened
     retriever = _ensure_index(settings)

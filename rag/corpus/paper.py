@@ -119,6 +119,14 @@ def venue_text(paper: Paper) -> str:
     return " ".join(filter(None, [paper.venue, paper.journal_ref, *paper.comments])).lower()
 
 
+_VENUE_NOTE = re.compile(r"\b(accepted|conference|journal|proceedings|workshop|symposium)\b", re.I)
+
+
+def venue_note(paper: Paper) -> str | None:
+    """The comment that says where the paper appeared ("Accepted at ICML 2023"), if any."""
+    return next((c for c in paper.comments if _VENUE_NOTE.search(c)), None)
+
+
 # Where preprints are posted, named as if a venue: Semantic Scholar's "arXiv.org" and "ArXiv",
 # OpenAlex's "arXiv (Cornell University)", "bioRxiv (Cold Spring Harbor Laboratory)", dblp's
 # journal "CoRR".

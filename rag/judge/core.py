@@ -23,8 +23,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from rag.corpus.text import split_sentences
-from rag.embed import Embedder, tokenizer_path
-from rag.judge.claims import (
+from rag.corpus.words import (
     _NEGATION,
     _squash,
     claim_of,
@@ -35,6 +34,7 @@ from rag.judge.claims import (
     unlabelled,
     verbatim,
 )
+from rag.embed import Embedder, tokenizer_path
 from rag.verify import CONTRADICTED, NOT_SUPPORTED, SUPPORTED, Params, get_verifier, params
 
 # Calibrated on SciFact training claims (Wadden et al. 2020; `python

@@ -9,9 +9,9 @@ import re
 import threading
 
 from rag.corpus.tokens import at_most
+from rag.corpus.words import claim_of
 from rag.embed import Embedder
 from rag.errors import LLMError
-from rag.judge.claims import claim_of
 from rag.judge.core import Judge, Support
 from rag.verify import CONTRADICTED
 

@@ -13,6 +13,7 @@ from typing import Literal, TypeVar
 from pydantic import BaseModel, Field
 
 from rag.corpus.paper import Paper
+from rag.schema import QuestionRead
 
 # A result's size in characters unless the caller asks otherwise: about 2,000 tokens, a small
 # share of any assistant's context. The bounds keep a result useful (one paper's record fits
@@ -91,7 +92,7 @@ class Evidence(BaseModel):
 
 
 class AskResult(BaseModel):
-    question: str
+    question: QuestionRead = Field(description="How rag read the question: its kind, the papers it names.")
     answer: str = Field(description="The answer, citing the references as [n].")
     references: list[Reference]
     sentences: list[Verdict] = Field(description="A verdict for every sentence of the answer.")

@@ -44,7 +44,7 @@ from rag.mcp.results import (
 )
 from rag.retrieve import Retriever
 from rag.retrieve.metadata import find_paper as lookup_paper
-from rag.schema import MAX_QUESTION, AskOptions
+from rag.schema import MAX_QUESTION, AskOptions, QuestionRead
 from rag.store.indexes import index_sizes
 
 PAGE = 50  # papers on a list page at most (fewer when the budget says so)
@@ -182,7 +182,7 @@ class RagTools:
         answer = self.pipeline(index).answer(_query(question, "question"), options)
         public = answer.to_public()
         result = AskResult(
-            question=answer.question, answer=answer.answer, declined=answer.abstained,
+            question=QuestionRead(**public["question"]), answer=answer.answer, declined=answer.abstained,
             answerer=answer.answerer, notices=answer.notices,
             references=[Reference(n=s.n, **PaperRef.of(s.paper).model_dump()) for s in answer.sources],
             sentences=[Verdict(**{k: s[k] for k in ("text", "citations", "supported", "verdict", "attributed", "quote", "support", "addresses")})

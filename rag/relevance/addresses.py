@@ -33,7 +33,7 @@ from typing import TYPE_CHECKING, Any
 
 from rag.corpus.paper import Paper
 from rag.corpus.text import MAX_NAME, short_label
-from rag.judge import claim_of, content_words, names, numbers
+from rag.corpus.words import claim_of, content_words, names, numbers
 from rag.relevance.features import RECORD_ASKS, URL, WANTS_NUMBER, Model, record_fields, terms
 
 if TYPE_CHECKING:

@@ -21,7 +21,7 @@ from typing import Any
 import numpy as np
 
 from rag.corpus.paper import Paper
-from rag.judge import content_words
+from rag.corpus.words import content_words
 from rag.relevance.stats import IndexStats
 from rag.retrieve import metadata as metadata_match
 

@@ -25,7 +25,7 @@ from typing import Any
 
 import numpy as np
 
-from rag.judge import content_words
+from rag.corpus.words import content_words
 
 log = logging.getLogger(__name__)
 

@@ -19,7 +19,7 @@ from dataclasses import dataclass
 from typing import Any
 
 from rag.corpus.paper import Paper
-from rag.retrieve.snapshot import spans
+from rag.corpus.words import spans
 
 # Points a paper earns per field the query names. An id or DOI identifies one paper; an
 # author's full name nearly does; a venue or a year narrows to many. `fuse` weighs a match by
@@ -115,7 +115,7 @@ def _grouped(rows: Iterable[tuple[str, str]]) -> dict[str, set[str]]:
 
 
 class _Keys:
-    """The keys of one lookup table, for `in` (the venue words of rag.answering.questions)."""
+    """The keys of one lookup table, for `in` (the venue words of rag.question.patterns)."""
 
     def __init__(self, snapshot: Any, table: str) -> None:
         self._snapshot, self._table = snapshot, table

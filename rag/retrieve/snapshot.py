@@ -15,7 +15,6 @@ so answering imports neither bm25s nor scipy (0.1-0.3 s of a cold `rag ask`).
 
 from __future__ import annotations
 
-import bisect
 import json
 import os
 import re
@@ -67,25 +66,6 @@ def stemmer() -> Any:
 def bm25_text(paper: Paper, chunk_text: str) -> str:
     """What BM25 indexes for a chunk: its paper's label, title and authors, then the chunk."""
     return " ".join(filter(None, [paper.label, paper.title, " ".join(paper.authors), chunk_text]))
-
-
-_EDGE = re.compile(r"[^\w-]")
-
-
-def spans(text: str, longest: int) -> list[str]:
-    r"""Every part of `text` of at most `longest` characters that starts and ends at a word's
-    edge as `(?<![\w-])` and `(?![\w-])` see it: what a name found in it by such a regex can
-    be, to look up instead of running a regex of every name."""
-    edge = _EDGE.match
-    starts = [i for i in range(len(text)) if i == 0 or edge(text, i - 1)]
-    ends = [i for i in range(1, len(text) + 1) if i == len(text) or edge(text, i)]
-    out = []
-    for s in starts:
-        for e in ends[bisect.bisect_right(ends, s):]:  # the ends after this start (not all ends)
-            if e - s > longest:
-                break
-            out.append(text[s:e])
-    return out
 
 
 class Damaged(ValueError):

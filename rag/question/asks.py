@@ -7,9 +7,9 @@ from __future__ import annotations
 
 import re
 
-from rag.answering.questions import FIGURE
 from rag.corpus.text import split_sentences
-from rag.judge import content_words
+from rag.corpus.words import content_words
+from rag.question.patterns import FIGURE, GENERIC, without_names
 from rag.relevance.features import URL
 
 
@@ -123,3 +123,14 @@ def evaluated_in(question: str, name: str, text: str) -> str | None:
     return next((s for s in reversed(split_sentences(text))
                  if _EVALUATED_SAYS.search(s) and wanted <= content_words(s)
                  and (not wanted or any(w != name for w in _ACRONYM_LIKE.findall(s)))), None)
+
+
+def asked_words_in(question: str, name: str, text: str) -> str | None:
+    """The sentence of `text` (the abstract of the paper `name`) that holds every word the
+    question asks with, beyond the paper's name and the words that ask nothing in particular:
+    "What does LoRA freeze?" is answered where the abstract says what it "freezes". None when
+    no one sentence holds them all, or the question asks with no such word."""
+    wanted = content_words(without_names(question, [name])) - GENERIC
+    if not wanted:
+        return None
+    return next((s for s in split_sentences(text) if wanted <= content_words(s)), None)

@@ -1,15 +1,16 @@
 """The words of a claim: content words, numbers, system-like names, negations and directions,
-citation markers; and whether a claim is an abstract's own words. What the judge's hard checks
-and the answering stages read of a sentence."""
+citation markers; and whether a claim is an abstract's own words. The one shelf of text
+utilities that the judge's hard checks, relevance and the answering stages read a sentence by."""
 
 from __future__ import annotations
 
+import bisect
 import re
 import unicodedata
 from collections.abc import Sequence
 from functools import lru_cache
 
-_MARKER = re.compile(r"\s*\[\d+(?:\s*,\s*\d+)*\]")
+_MARKER = re.compile(r"\s*\[\s*\d+(?:\s*,\s*\d+)*\s*\]")
 _NUMBER = re.compile(r"(?<![A-Za-z\d.])(\d+(?:[.,]\d+)*)(?![A-WYZa-wyz\d])")
 _NAME = re.compile(r"\b([A-Z][\w²³\-]*[A-Z0-9²][\w²³\-]*)\b")
 _WORD = re.compile(r"[a-z0-9]+(?:-[a-z0-9]+)*")
@@ -115,3 +116,20 @@ def verbatim(claim: str, abstract: str) -> bool:
     return len(said.split()) >= 4 and said in _squash(abstract)
 
 
+_EDGE = re.compile(r"[^\w-]")
+
+
+def spans(text: str, longest: int) -> list[str]:
+    r"""Every part of `text` of at most `longest` characters that starts and ends at a word's
+    edge as `(?<![\w-])` and `(?![\w-])` see it: what a name found in it by such a regex can
+    be, to look up instead of running a regex of every name."""
+    edge = _EDGE.match
+    starts = [i for i in range(len(text)) if i == 0 or edge(text, i - 1)]
+    ends = [i for i in range(1, len(text) + 1) if i == len(text) or edge(text, i)]
+    out = []
+    for s in starts:
+        for e in ends[bisect.bisect_right(ends, s):]:  # the ends after this start (not all ends)
+            if e - s > longest:
+                break
+            out.append(text[s:e])
+    return out

@@ -8,7 +8,7 @@ from collections.abc import Callable, Collection, Container
 from rag.corpus.acronyms import acronym_pattern, is_acronym, long_forms, singular
 from rag.corpus.paper import Paper
 from rag.corpus.text import short_label
-from rag.judge import content_words
+from rag.corpus.words import content_words
 
 _LIST_Q = re.compile(
     r"^\s*(?:which|what|list|name|find|show|are there|give me)\b.{0,40}?\b"
@@ -20,6 +20,9 @@ _LIST_LEAD = re.compile(
     r"(?:\w+\s+(?:on|about|with|to|for)\s+)?", re.I,
 )
 FOLLOW_UP = re.compile(r"\b(it|its|it's|they|them|their|this|that|these|those|he|she|the same)\b", re.I)
+# "What about GPipe?", "And for ByteScheduler?", "How about Horovod?": the question before, asked of
+# another paper.
+ANOTHER = re.compile(r"^\W*(?:and\s+)?(?:what|how)\s+about\b|^\W*and\s+(?:for|in|with)?\b", re.I)
 BY_AUTHOR = re.compile(r"\b(write|writes|wrote|written|authors?|authored|by)\b", re.I)
 _WHO_MADE = r"who (?:wrote|authored|developed|created|proposed|introduced|designed|built|invented)"
 META = re.compile(
@@ -29,6 +32,14 @@ META = re.compile(
 # "Who wrote TinyBERT?", "Who developed Horovod?": a question for a paper's authors.
 WHO_WROTE = re.compile(rf"\b{_WHO_MADE}\b|\bauthors? of\b|\bwritten by\b", re.I)
 ARXIV_ID = re.compile(r"\b(\d{4}\.\d{4,5})\b")
+# "When was GPipe published?" asks the record for a date; "When does GPipe split batches?"
+# does not, though RECORD_ASKS counts any "when" (there the record's date only has to be there).
+ASKS_DATE = re.compile(r"\b(?:what|which) year\b|\bdated?\b|\bcreated\b|\bwhen (?:was|were|did)\b"
+                        r".*\b(?:publish|appear|release|submit|post|creat|writ|present)", re.I)
+
+# "Who wrote GPipe?" asks the record for authors; "Who funded GPipe?" does not, though
+# RECORD_ASKS counts any "who".
+ASKS_AUTHORS = re.compile(WHO_WROTE.pattern + r"|\b(?:co-?)?authors?\b|\bauthored\b", re.I)
 
 QUESTION_STOP = content_words(
     "which what papers systems works methods approaches frameworks abstracts studies tools "
@@ -141,49 +152,6 @@ def introduced_names(text: str, beside: bool = False) -> set[str]:
 def asks_for_authors(question: str) -> bool:
     """The question asks about someone's papers: "by", "wrote", "authors", "X's"."""
     return bool(BY_AUTHOR.search(question)) or "'s" in question
-
-
-# Words of a question about where or when papers appeared that ask nothing of their topic.
-_PUBLISHED_ASKS = content_words(
-    "published publish appeared appear presented present accepted venue venues conference "
-    "journal proceedings year years from collection corpus library index here have has list "
-    "show name find give") | GENERIC
-_YEARS = re.compile(r"(?<![\d.])(?:19|20)\d{2}(?![\d.])|'\d{2}\b")
-# A question about where or when papers appeared names a year or says so.
-PUBLISHED_CUE = re.compile(_YEARS.pattern + r"|\b(?:published|appeared|presented|accepted|venue|"
-                           r"conference|journal|proceedings)\b", re.I)
-
-
-def asks_only_for_published(question: str, venue_words: Collection[str], years: Collection[int]) -> bool:
-    """"Which papers were published at AAAI 2023?", "Which papers are from 2022?": the
-    question names a venue or a year and asks for nothing but the papers that appeared there
-    or then (not "Which AAAI papers study federated learning?")."""
-    rest = _YEARS.sub(" ", question)
-    for word in venue_words:
-        rest = re.sub(rf"(?i)(?<![\w-]){re.escape(word)}(?![\w-])", " ", rest)
-    return bool(venue_words or years) and not content_words(rest) - _PUBLISHED_ASKS
-
-
-# A year a list's papers appeared in, said beside its topic: after "from", "in", "since",
-# "published" ... or right after a venue ("MLSys 2023", "ICCV'23").
-_YEAR_AFTER = re.compile(r"\b(?:from|in|since|during|published|appeared|presented|accepted)\s+"
-                         r"(?:in\s+)?(?:the\s+)?(?:year\s+)?((?:19|20)\d{2})(?![\d.])", re.I)
-
-
-def publication_asked(question: str, venue_words: Container[str]) -> tuple[set[str], set[int]]:
-    """Where and when the papers a list asks for appeared, when the question says so beside
-    its topic ("Which MLSys 2023 papers are about GNNs?" -> {"mlsys"}, {2023}): a venue word
-    of the index written as a name with two capitals at least ("MLSys", "AAAI", "ICCV'23"; a
-    journal's ordinary words, "Oncology", never count), and a year after "from", "in",
-    "published" ... or after such a venue. Empty sets when it names neither."""
-    venues, years = set(), {int(y) for y in _YEAR_AFTER.findall(question)}
-    for m in re.finditer(r"(?<![\w-])([A-Za-z][\w-]*)(?:'(\d{2})\b|\s+((?:19|20)\d{2})(?![\d.]))?", question):
-        word = m.group(1)
-        if sum(c.isupper() for c in word) >= 2 and word.lower() in venue_words:
-            venues.add(word.lower())
-            if m.group(2) or m.group(3):
-                years.add(int(m.group(3)) if m.group(3) else 2000 + int(m.group(2)))
-    return venues, years
 
 
 def asks_only_for_authors_papers(question: str, author_names: list[str]) -> bool:
@@ -345,3 +313,34 @@ def mentions_name(name: str, text: str, compound: bool = True) -> bool:
     ("Colossal-AI")."""
     end = r"(?!\w)" if compound else r"(?![\w-])"
     return name in text and re.search(rf"(?<![\w-]){re.escape(name)}{end}", text) is not None
+
+
+# A run of names in the question ("GPipe, PipeDream and FlexGen"): capitalised words joined by
+# commas, "and", "or", "vs". A name in such a run that the index does not know is reported.
+_NAME = r"[A-Z][\w\-.]*[\w]"
+# "Alpha, Beta and the Gamma": a name may follow its article in the run
+_RUN = re.compile(rf"{_NAME}(?:(?:\s*,\s*(?:and\s+|or\s+)?|\s+(?:and|or|vs\.?|versus)\s+)(?:the\s+)?{_NAME})+")
+
+
+def names_in_runs(question: str, named: list[str], known: Container[str],
+                  every_run: bool = False) -> list[str]:
+    """Names in the question's runs of names ("GPipe, Zorblax and PipeDream") that the index does
+    not know, in a run that also names a paper it knows (`every_run`: in any run, for a
+    comparison the abstracts found nothing for). Known names are matched whole first:
+    "Pipe|Net" or "Auto-GPT.v2" is one name, not two unknown words."""
+    tokens: dict[str, str] = {}
+
+    def mask(m: re.Match[str]) -> str:
+        token = f"Qq{len(tokens)}Named"  # a word the run pattern reads as one name
+        tokens[token.lower()] = m.group(0).lower()
+        return token
+
+    pattern = names_pattern(named)
+    masked = pattern.sub(mask, question) if pattern else question
+    missing: list[str] = []
+    for run in _RUN.finditer(masked):
+        words = re.findall(_NAME, run.group(0))
+        if every_run or any(w.lower() in tokens for w in words):
+            missing += [w for w in words if w.lower() not in tokens and w.lower() not in known
+                        and w not in missing]
+    return missing
