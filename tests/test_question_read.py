@@ -110,6 +110,8 @@ def _ask(library: dict[str, str], question: str) -> dict:  # type: ignore[type-a
     ("What does LoRA inject into each layer?", "injects trainable rank decomposition matrices"),
     # not a question the rule was written from
     ("What does Chinchilla outperform?", "outperforms Gopher"),
+    # a name spelled out in apposition ("Low-Rank Adaptation, or LoRA, which ..."), not in brackets
+    ("What does LoRA stand for?", "Low-Rank Adaptation, or LoRA"),
 ])
 def test_a_plain_question_over_a_small_library_is_answered_from_the_sentence_that_says_it(
         own_library: dict[str, str], question: str, says: str) -> None:

@@ -39,14 +39,14 @@ def long_forms(acronym: str, texts: Iterable[str]) -> list[str]:
             continue  # cheap: most texts never write it
         for m in re.finditer(rf"\({re.escape(core)}s?\)", text):
             words = re.findall(r"\w[\w'-]*", text[:m.start()])[-span:]
-            form = _long_form(core, " ".join(words))
+            form = long_form(core, " ".join(words))
             if form and form.lower() != core.lower():
                 counts[form.lower()] = counts.get(form.lower(), 0) + 1
     top = max(counts.values(), default=0)
     return sorted(f for f, n in counts.items() if n == top)
 
 
-def _long_form(short: str, before: str) -> str | None:
+def long_form(short: str, before: str) -> str | None:
     """Schwartz and Hearst's best long form of `short` ending `before` (None if none)."""
     s, i = len(short) - 1, len(before) - 1
     while s >= 0:

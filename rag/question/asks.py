@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import re
 
+from rag.corpus.acronyms import long_form
 from rag.corpus.text import split_sentences
 from rag.corpus.words import content_words
 from rag.question.patterns import FIGURE, GENERIC, without_names
@@ -14,11 +15,21 @@ from rag.relevance.features import URL
 
 
 def expansion_in(name: str, text: str) -> str | None:
-    """The sentence of `text` that spells out `name`: "Low-Rank
-    Adaptation (LoRA)", "a system (called PipeDream)"; None if none does."""
+    """The sentence of `text` that spells out `name`: "Low-Rank Adaptation (LoRA)", "a system
+    (called PipeDream)", or in apposition, "Low-Rank Adaptation, or LoRA," where the words
+    before it hold the name's letters in order (Schwartz and Hearst's long form, as for a
+    parenthesis); None if none does."""
     pattern = re.compile(rf"\((?:(?:called|dubbed|named|termed|or|i\.e\.,?)\s+)?{re.escape(name)}s?\)|"
                          rf"(?<![\w-]){re.escape(name)}\s*\((?!\s*\d)[^)]{{6,}}\)")
-    return next((s for s in split_sentences(text) if pattern.search(s)), None)
+    apposed = re.compile(rf",\s+or\s+{re.escape(name)}(?![\w-])")
+    span = min(len(name) + 5, 2 * len(name))
+    for sentence in split_sentences(text):
+        if pattern.search(sentence):
+            return sentence
+        m = apposed.search(sentence)
+        if m and long_form(name, " ".join(re.findall(r"\w[\w'-]*", sentence[:m.start()])[-span:])):
+            return sentence
+    return None
 
 
 # A word with a capital or digit past its first letter ("MoE", "LoRA", "GNNs"): what a
