@@ -132,3 +132,13 @@ def test_a_list_over_a_small_library_lists_each_paper_it_asks_for(own_library: d
     obj = _ask(own_library, "Which papers are about large language models?")
     assert obj["question"]["kind"] == "list"
     assert {c["arxiv_id"] for c in obj["citations"]} == {"2106.09685", "2203.15556"}  # both
+
+
+def test_the_decisions_page_lists_every_answering_rule() -> None:
+    """The rules' tables on the site are the code's: a rule added or renamed shows there."""
+    from rag.answering.listing import LIST_RULES
+    from rag.answering.rules import RULES
+
+    page = (Path(__file__).parent.parent / "docs" / "asking" / "decisions.md").read_text()
+    missing = [r.name for r in (*RULES, *LIST_RULES) if f"\n| {r.name} |" not in page]
+    assert not missing, f"rules the decisions page does not list: {missing}"

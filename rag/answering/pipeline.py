@@ -184,7 +184,7 @@ class Pipeline:
         """A comparison's rows. A comparison of papers the question names goes ahead whatever
         the relevance decision says of the question as a whole: the named papers are the ones
         to compare."""
-        if not asked.comparison:
+        if asked.kind != "compare":  # papers side by side, a table
             return None
         return compare.plan(
             asked, chosen.sources, self.names, self.retriever,

@@ -6,21 +6,11 @@ LlamaIndex's `QueryBundle` is. `patterns` holds what a question's words are test
 from __future__ import annotations
 
 from collections.abc import Sequence
-from dataclasses import asdict, dataclass, field
-from typing import Any
+from dataclasses import asdict, dataclass
+from typing import TYPE_CHECKING, Any
 
-from rag.question.compared import aspect, is_comparison
-from rag.question.patterns import (
-    ARXIV_ID,
-    COMPARES,
-    EXPANSION,
-    FIGURE,
-    META,
-    asks_for_summary,
-    is_list_question,
-    topic_of,
-)
-from rag.retrieve.filters import Filters
+if TYPE_CHECKING:
+    from rag.retrieve.filters import Filters
 
 __all__ = ["KINDS", "Question", "read_question"]
 
@@ -43,11 +33,10 @@ class Question:
     figure: str | None = None  # a figure it gives ("2.5x")
     record: str | None = None  # the field of a paper's record it asks for (authors, doi, ...)
     list_question: bool = False  # it asks for papers (a comparison may too)
-    comparison: bool = False  # it asks for papers side by side (a table)
     compares: bool = False  # it sets one thing against another ("faster than", "versus")
     expansion: bool = False  # it asks for a name's long form ("stand for")
     follow_up: bool = False  # it leaned on the conversation before it
-    filters: Filters = field(default_factory=Filters)  # venue, year, author it was asked with
+    filters: Filters | None = None  # venue, year, author it was asked with
 
     def to_public(self) -> dict[str, Any]:
         """The documented JSON object (docs/reference/json.md)."""
@@ -55,7 +44,8 @@ class Question:
                 "names": list(self.labels), "topic": self.topic, "aspect": self.aspect,
                 "figure": self.figure,
                 "record": self.record, "follow_up": self.follow_up,
-                "filters": {k: v for k, v in asdict(self.filters).items() if v is not None}}
+                "filters": {k: v for k, v in asdict(self.filters).items() if v is not None}
+                if self.filters is not None else {}}
 
 
 def read_question(text: str, standalone: str | None = None, names: Sequence[str] = (),
@@ -64,6 +54,21 @@ def read_question(text: str, standalone: str | None = None, names: Sequence[str]
     """Read `standalone` (the question as answered; `text` when it is not a follow-up) once.
     `names`: the papers of the index it names, lower-cased (rag.answering.names finds them),
     and `labels`, as the papers write them; `follow_up`: it was rewritten to stand alone."""
+    # Imported here, not at the top: rag.schema holds a Question, and the thin client and
+    # `rag search` import rag.schema without reading any question (the patterns and the
+    # retrieve package cost them 15 ms of start-up).
+    from rag.question.compared import aspect, is_comparison
+    from rag.question.patterns import (
+        ARXIV_ID,
+        COMPARES,
+        EXPANSION,
+        FIGURE,
+        META,
+        asks_for_summary,
+        is_list_question,
+        topic_of,
+    )
+
     asked = standalone if standalone is not None else text
     list_q, comparison = is_list_question(asked), is_comparison(asked)
     figure = FIGURE.search(asked)
@@ -78,10 +83,10 @@ def read_question(text: str, standalone: str | None = None, names: Sequence[str]
         text=text, standalone=asked, kind=kind, names=tuple(names), labels=tuple(labels),
         topic=topic_of(asked) if list_q else "", aspect=aspect(asked) if comparison else "",
         figure=figure.group(0) if figure else None,
-        record=record, list_question=list_q, comparison=comparison,
+        record=record, list_question=list_q,
         compares=bool(COMPARES.search(asked)), expansion=expansion,
         follow_up=follow_up,
-        filters=filters or Filters(),
+        filters=filters,
     )
 
 
