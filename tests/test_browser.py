@@ -324,6 +324,8 @@ def test_the_page_follows_an_ingest_while_serving_and_says_when_the_server_is_go
         page.on("response", lambda r: loaded.append(r.text()) if r.request.resource_type == "fetch" else None)
         page.goto(srv.url + "/")
         page.wait_for_function("document.querySelectorAll('#venues option').length > 0")
+        # /health (which asks Ollama too) and /venues load side by side: either may come first
+        page.wait_for_function("document.getElementById('corpus-size').textContent !== 'the'")
         assert page.text_content("#corpus-size") == "60"
         # The page loads the venue names, not every paper's record (a large index's abstracts).
         assert not any("Skrull outperforms DeepSpeed" in body for body in loaded)
