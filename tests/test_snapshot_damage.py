@@ -81,6 +81,29 @@ def test_a_damaged_snapshot_file_is_rebuilt_not_read(pipeline: Any, clean: dict[
     assert len(said) == 1 and name in said[0], said  # one notice, naming the file
 
 
+@pytest.mark.parametrize("at", [0.15, 0.3, 0.45, 0.6, 0.75, 0.9])
+def test_a_byte_changed_anywhere_in_the_manifest_is_said_of_the_manifest(
+        pipeline: Any, clean: dict[str, str], home: Path, at: float,
+        caplog: pytest.LogCaptureFixture) -> None:
+    """A changed byte may fall in a file's name, size or checksum: whichever it is, the answers
+    are the clean index's and a notice names the manifest (the file it lists may be the sound
+    one). A byte that changes only what the manifest says of a modification time damages
+    nothing: the checksum is then read, and it matches."""
+    from rag.retrieve import hybrid
+
+    path = _folder(home) / "manifest.json"
+    data, stat = path.read_bytes(), path.stat()
+    i = int(len(data) * at)
+    path.write_bytes(data[:i] + bytes([data[i] ^ 0x5A]) + data[i + 1:])
+    os.utime(path, ns=(stat.st_atime_ns, stat.st_mtime_ns))
+    hybrid._snapshots.clear()
+    with caplog.at_level(logging.WARNING, logger="rag.retrieve.hybrid"):
+        answers = {q: pipeline.answer(q).answer for q in QUESTIONS}
+    assert answers == clean
+    said = [r.getMessage() for r in caplog.records if "damaged" in r.getMessage()]
+    assert len(said) <= 1 and all("manifest.json" in s for s in said), said
+
+
 def test_a_damaged_relevance_cache_is_rebuilt(seeded_settings: Any, tmp_path: Path) -> None:
     home = copy_home(seeded_settings.home, tmp_path / "home")
     env = {"RAG_HOME": str(home), "RAG_LLM": "none"}

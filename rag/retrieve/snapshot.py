@@ -107,12 +107,13 @@ def verify(folder: Path) -> None:
         try:
             st = path.stat()
         except OSError:
-            raise Damaged(f"{name} is missing") from None
+            raise Damaged(f"{name}, which {MANIFEST} lists, is missing") from None
         if st.st_size != want.get("size"):
-            raise Damaged(f"{name} has {st.st_size} bytes, not {want.get('size')}")
+            raise Damaged(f"{name} has {st.st_size} bytes, not the {want.get('size')} {MANIFEST} lists")
         if (st.st_size <= CHECK_ALWAYS or st.st_mtime_ns != want.get("mtime_ns")) \
                 and _crc(path) != want.get("crc32"):
-            raise Damaged(f"{name} does not have the content it was written with")
+            # the file, or the manifest's line for it, changed: which one cannot be told apart
+            raise Damaged(f"{name} does not have the content {MANIFEST} lists for it")
 
 
 class Snapshot:
