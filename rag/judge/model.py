@@ -85,11 +85,15 @@ class OllamaJudge(Judge):
         # A verdict's quote is a sentence of the record: its reply has no more tokens than the
         # record and the JSON around it (a small model otherwise may write until the timeout).
         room = at_most(f'{{"supported": false, "quote": "{title}\n{abstract}"}}')
+        if self.deadline is not None and self.deadline.passed():  # type: ignore[attr-defined]
+            raise LLMError("the answer's deadline passed before the model was asked to judge",
+                           "raise RAG_ANSWER_TIMEOUT, or leave out --judge model")
+        with self._memo_lock:
+            self._asked[0] += 1  # counted when sent: a request the deadline cuts was still asked
         reply = self.llm.complete([{"role": "user", "content": prompt}],  # type: ignore[attr-defined]
                                   format=VERDICT_SCHEMA, max_tokens=room, deadline=self.deadline)
         verdict = parse_verdict(reply)
         with self._memo_lock:
-            self._asked[0] += 1
             if len(self._verdicts) >= self.MEMO:
                 self._verdicts.clear()
             self._verdicts[key] = verdict
