@@ -142,3 +142,17 @@ def test_the_decisions_page_lists_every_answering_rule() -> None:
     page = (Path(__file__).parent.parent / "docs" / "asking" / "decisions.md").read_text()
     missing = [r.name for r in (*RULES, *LIST_RULES) if f"\n| {r.name} |" not in page]
     assert not missing, f"rules the decisions page does not list: {missing}"
+
+
+def test_a_plural_asked_is_counted_only_in_the_plural() -> None:
+    """"How many languages ..." is not answered by "400 language models" (the singular there
+    qualifies another noun), nor "How many GPUs ..." by "1,024 GPU-hours"; the plural is."""
+    from rag.question.asks import count_in
+
+    text = ("We train over 400 language models on 1,024 GPU-hours of compute. "
+            "The tokenizer covers 12 languages and runs on 8 GPUs.")
+    assert count_in("How many languages does the tokenizer cover?", text) == \
+        "The tokenizer covers 12 languages and runs on 8 GPUs."
+    assert count_in("How many languages does it support?", text.split(". ")[0]) is None
+    assert count_in("How many GPUs does it run on?", text.split(". ")[0]) is None
+    assert count_in("How many language models were trained?", text).startswith("We train over 400")

@@ -65,9 +65,12 @@ def count_in(question: str, text: str) -> str | None:
     if not m:
         return None
     head = m.group(1).split()[-1].lower()
-    stem = head[:-1] if head.endswith("s") and len(head) > 3 else head
+    plural = head.endswith("s") and len(head) > 3
+    stem = head[:-1] if plural else head
+    # A plural asked is counted in the plural: "How many languages" is not answered by "400
+    # language models", where the singular only qualifies another noun.
     pattern = re.compile(rf"(?<![\w.])\d[\d.,]*(?:[kKMB]\b|\+)?(?:\s+[\w-]+){{0,3}}?\s+"
-                         rf"{re.escape(stem)}(?:s|es)?\b", re.I)
+                         rf"{re.escape(stem)}(?:s|es){'' if plural else '?'}(?![\w-])", re.I)
     return next((s for s in split_sentences(text) if pattern.search(s)), None)
 
 
