@@ -276,6 +276,34 @@ def test_ollama_judge_takes_the_models_verdict(judge: Any, papers: list[Any], ol
     llm_judge.llm.client._client.close()  # type: ignore[attr-defined]  # rag.llm.Ollama has no close()
 
 
+
+@pytest.mark.filterwarnings("ignore::ResourceWarning")
+def test_ollama_judge_sends_nothing_once_the_answers_deadline_passed(
+        judge: Any, papers: list[Any], ollama_server: Any) -> None:
+    """A sentence checked after the answer's deadline is decided by rag's verifier, says why,
+    and costs the server no request (a loaded run sent verdict requests past the deadline)."""
+    from rag.judge import OllamaJudge
+    from rag.llm import Ollama
+    from rag.llm.guard import Deadline
+    from rag.schema import Source
+
+    llm_judge = OllamaJudge(judge.embedder, Ollama(ollama_server.url, "llama3.2", timeout=10))
+    p = paper(papers, SKRULL)
+    record = [(Source(1, p, 0.0).header(), p.abstract)]
+    chats = lambda: [r for r in ollama_server.requests if r["path"] == "/api/chat"]  # noqa: E731
+    sent = len(chats())
+    ollama_server.replies = ['{"supported": true, "quote": "Skrull outperforms DeepSpeed"}']
+    late = llm_judge.within(Deadline(0.0))
+    verdict = late.check("Skrull is faster than DeepSpeed.", record)
+    assert len(chats()) == sent and late.asked == 0
+    assert late.fallbacks and "deadline" in late.fallbacks[0]
+    assert verdict == judge.check("Skrull is faster than DeepSpeed.", record)  # the verifier's own
+    # the same judge within a live deadline asks
+    live = llm_judge.within(Deadline(30.0))
+    assert live.check("Skrull is faster than DeepSpeed.", record).supported
+    assert len(chats()) == sent + 1 and live.asked == 1 and not live.fallbacks
+    llm_judge.llm.client._client.close()  # type: ignore[attr-defined]  # rag.llm.Ollama has no close()
+
 def test_thresholds_file_records_the_judge_bounds() -> None:
     data = yaml.safe_load(Path(EVALS / "thresholds.yaml").read_text())
     assert set(data["judge"]["min"]) == {"precision", "recall"}

@@ -22,25 +22,10 @@ def index_group() -> None:
 @click.option("--json", "as_json", is_flag=True, help="Print {name: papers} as JSON.")
 def index_list(as_json: bool) -> None:
     """The indexes of the data directory and how many papers each holds."""
-    from rag.errors import IndexStoreError
-    from rag.store import Store
-    from rag.store.indexes import index_sizes
+    from rag.store import all_index_sizes
 
     settings = _settings()
-    try:
-        store = Store(settings, create=False)  # listing makes no index
-    except IndexStoreError:  # the default one is missing: the error's list says what there is
-        store = None
-    sizes = {}
-    if store is not None:
-        try:
-            sizes = index_sizes(store.client, settings)
-        finally:
-            store.close()
-    else:
-        from rag.store.collection import _client
-
-        sizes = index_sizes(_client(settings), settings)
+    sizes = all_index_sizes(settings)
     if as_json:
         emit_json(sizes)
         return

@@ -6,8 +6,8 @@ checks that tell damage from a full disk, and what a failure inside Chroma tells
 `imports`: importing chromadb.
 """
 
-from rag.store.collection import Chunk, Store, index_error
+from rag.store.collection import Chunk, Store, all_index_sizes, index_error
 from rag.store.format import fingerprint
 from rag.store.indexes import collection_name
 
-__all__ = ["Chunk", "Store", "collection_name", "fingerprint", "index_error"]
+__all__ = ["Chunk", "Store", "all_index_sizes", "collection_name", "fingerprint", "index_error"]

@@ -100,6 +100,19 @@ def _client(settings: Settings) -> Any:
         raise index_error(settings, exc) from exc
 
 
+
+def all_index_sizes(settings: Settings) -> dict[str, int]:
+    """Every index of the data directory these settings read, with its paper count, whether
+    or not the index they name exists; listing makes no index (`rag index list`)."""
+    try:
+        store = Store(settings, create=False)
+    except IndexStoreError:  # the named one is missing: read the others through a bare client
+        return indexes.index_sizes(_client(settings), settings)
+    try:
+        return indexes.index_sizes(store.client, settings)
+    finally:
+        store.close()
+
 def _groups(items: list[str], size: int = _WHERE_BATCH) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
         yield items[start : start + size]
