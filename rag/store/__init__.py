@@ -3,7 +3,7 @@
 `collection`: the one module that talks to Chroma (`Store`); `format`: what a record holds and
 how the layout is versioned; `indexes`: the indexes' names and sizes; `check`: the segment
 checks that tell damage from a full disk, and what a failure inside Chroma tells the user;
-`imports`: importing chromadb.
+`client`: opening Chroma, its failures made IndexStoreErrors; `imports`: importing chromadb.
 """
 
 from rag.store.collection import Chunk, Store, all_index_sizes, index_error

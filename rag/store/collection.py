@@ -14,19 +14,18 @@ import time
 from collections.abc import Iterable, Iterator, Sequence
 from dataclasses import dataclass
 from typing import Any
-from urllib.parse import urlparse
 
 import numpy as np
 
 from rag.config import Settings
 from rag.corpus.paper import Paper
 from rag.embed import MODEL_NAME
-from rag.errors import IndexStoreError, RagError
+from rag.errors import IndexStoreError
 from rag.store import format as store_format
 from rag.store import indexes, quick, space
-from rag.store.check import check_segments, index_error, rebuild_command
+from rag.store.check import index_error, rebuild_command
+from rag.store.client import Guarded, database_id, open_client
 from rag.store.format import CHUNK_RECIPE
-from rag.store.imports import import_chromadb
 from rag.store.indexes import collection_name
 
 log = logging.getLogger(__name__)
@@ -44,74 +43,18 @@ class Chunk:
     index: int
 
 
-def _database_id(settings: Settings) -> tuple[int, int] | None:
-    """Which file the embedded index's database is (None for a Chroma server)."""
-    if settings.chroma_url:
-        return None
-    try:
-        st = (settings.index_dir / "chroma.sqlite3").stat()
-    except OSError:
-        return None
-    return st.st_dev, st.st_ino
-
-
-class _Guarded:
-    """A Chroma client or collection whose failures, on any call, are IndexStoreErrors: Chroma
-    raises on open, count, get or query when its files are damaged, deleted or read-only."""
-
-    def __init__(self, target: Any, settings: Settings) -> None:
-        self._target, self._settings = target, settings
-
-    def __getattr__(self, name: str) -> Any:
-        attr = getattr(self._target, name)
-        if not callable(attr):
-            return attr
-
-        def call(*args: Any, **kwargs: Any) -> Any:
-            try:
-                return attr(*args, **kwargs)
-            except RagError:
-                raise
-            except Exception as exc:
-                raise index_error(self._settings, exc) from exc
-
-        return call
-
-
-def _client(settings: Settings) -> Any:
-    chromadb = import_chromadb()
-    from chromadb.config import Settings as ChromaSettings
-
-    chroma_settings = ChromaSettings(anonymized_telemetry=False)
-    try:
-        if settings.chroma_url:
-            url = urlparse(settings.chroma_url)
-            return chromadb.HttpClient(
-                host=url.hostname or "127.0.0.1", port=url.port or 8000,
-                ssl=url.scheme == "https", settings=chroma_settings,
-            )
-        settings.home.mkdir(mode=0o700, parents=True, exist_ok=True)  # private: abstracts may be
-        settings.index_dir.mkdir(mode=0o700, exist_ok=True)
-        # hnswlib crashes the process on a damaged segment; say so before Chroma loads it
-        check_segments(settings.index_dir, settings.home / "cache",
-                       f"rebuild it: {rebuild_command(settings)}")
-        return chromadb.PersistentClient(path=str(settings.index_dir), settings=chroma_settings)
-    except Exception as exc:  # chromadb raises bare Exceptions/ValueErrors here
-        raise index_error(settings, exc) from exc
-
-
-
 def all_index_sizes(settings: Settings) -> dict[str, int]:
     """Every index of the data directory these settings read, with its paper count, whether
     or not the index they name exists; listing makes no index (`rag index list`)."""
     try:
         store = Store(settings, create=False)
     except IndexStoreError:  # the named one is missing: read the others through a bare client
-        return indexes.index_sizes(_client(settings), settings)
+        return indexes.index_sizes(open_client(settings), settings)
     try:
         return indexes.index_sizes(store.client, settings)
     finally:
         store.close()
+
 
 def _groups(items: list[str], size: int = _WHERE_BATCH) -> Iterator[list[str]]:
     for start in range(0, len(items), size):
@@ -133,10 +76,10 @@ class Store:
         `create`: make the index if it does not exist; without it a missing index is an error
         naming those that exist, and a mistyped name leaves no empty index behind."""
         collection_name(settings)  # a bad index name is an InputError before Chroma opens
-        self.client = _Guarded(_client(settings), settings)
+        self.client = Guarded(open_client(settings), settings)
         self.settings = settings = store_format.own_vectors(
             settings, lambda: indexes.collection_names(self.client),
-            lambda n: _Guarded(self.client.get_collection(n, embedding_function=None), settings).count(),
+            lambda n: Guarded(self.client.get_collection(n, embedding_function=None), settings).count(),
             growing=upgrade)
         self.name = collection_name(settings)
         if not create:
@@ -144,7 +87,7 @@ class Store:
             if self.name not in names:
                 raise indexes.missing(settings, self.client, names)
         self._version: tuple[int, float] | None = None
-        self._database = _database_id(settings)  # deleted or replaced under us: see `version`
+        self._database = database_id(settings)  # deleted or replaced under us: see `version`
         try:
             # Abstract sentences with their vectors, embedded at ingest for the judge and the
             # offline answerer (never per question); read by paper id, never searched: one
@@ -166,8 +109,8 @@ class Store:
             )
         except Exception as exc:
             raise index_error(settings, exc) from exc
-        self.sentences_collection = _Guarded(self.sentences_collection, settings)
-        self.collection = _Guarded(self.collection, settings)
+        self.sentences_collection = Guarded(self.sentences_collection, settings)
+        self.collection = Guarded(self.collection, settings)
         if int((self.collection.metadata or {}).get("format", 2)) < store_format.FORMAT:
             self._upgrade(upgrade)
 
@@ -200,7 +143,7 @@ class Store:
         """
         now = time.monotonic()
         if self._version is None or now - self._version[1] > VERSION_TTL:
-            if self._database is not None and _database_id(self.settings) != self._database:
+            if self._database is not None and database_id(self.settings) != self._database:
                 # Chroma would go on reading the deleted files it holds open, then fail on the
                 # first one it opens anew: say what happened instead, now.
                 raise IndexStoreError(
